@@ -1,0 +1,226 @@
+/*
+ * region.h - in-memory cache regions.
+ *
+ * A region is a named, bounded key/value cache whose keys are spread over
+ * lock-striped hash tables. Values are immutable, reference-counted buffers:
+ * a reference stays valid for whoever holds it, even after the key is
+ * evicted, expired or overwritten.
+ *
+ * Thread-safe. Functions returning int return 0 (or a documented positive
+ * code) or a negative errno. Out-pointers come last and are set to NULL on
+ * failure. Keys are byte strings of 1..REGION_MAX_KEY bytes; the engine does
+ * not interpret them (fs/ checks for '/' and NUL).
+ *
+ * This header includes neither FUSE nor SQLite: the engine knows nothing of
+ * where values come from. A miss hands the caller a *flight*; the caller
+ * loads the value (from the store) without holding any lock and completes
+ * the flight, which installs the value unless a write-eviction poisoned the
+ * flight meanwhile (the stale-put guard, see regions/region.c).
+ */
+#ifndef RFS_REGION_H
+#define RFS_REGION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define REGION_MAX_KEY	   255 /* bytes in a key */
+#define REGION_MAX_NAME	   64  /* bytes in a region name, without NUL */
+#define REGION_MAX_STRIPES 4096
+
+struct region;	      /* opaque */
+struct region_value;  /* opaque; immutable, reference counted */
+struct region_flight; /* opaque; one load in the air */
+
+enum region_strategy {
+	REGION_STRATEGY_LRU = 0, /* exact LRU per stripe, batched recording */
+	REGION_STRATEGY_S3FIFO,	 /* small/main FIFO queues + ghost (S3-FIFO) */
+};
+
+/* Where an invalidation came from; counted separately in the stats. */
+enum region_origin {
+	REGION_ORIGIN_LOCAL = 0, /* a write through this mount (E1/E2) */
+	REGION_ORIGIN_OUTSIDE,	 /* a change by another process (change feed) */
+};
+
+struct region_limits {
+	uint64_t max_entries;	 /* evict above this; 0 = unlimited */
+	uint64_t max_bytes;	 /* key + value bytes; 0 = unlimited */
+	uint64_t max_value_size; /* larger values are refused; 0 = no limit */
+	uint64_t ttl_ms;	 /* expire this long after load/write; 0 = never */
+	uint64_t tti_ms;	 /* expire this long after last access; 0 = never */
+	unsigned nstripes;	 /* power of two, 1..REGION_MAX_STRIPES */
+	enum region_strategy strategy;
+};
+
+/*
+ * A snapshot of a region's counters and gauges. Counters are summed from
+ * per-thread slots and per-stripe fields without stopping the region, so a
+ * snapshot need not be exact to the operation, but every counter only grows.
+ */
+struct region_stats {
+	uint64_t gets;		      /* region_get() calls */
+	uint64_t hits;		      /* served from the cache */
+	uint64_t misses;	      /* not in the cache (incl. coalesced) */
+	uint64_t coalesced;	      /* misses that waited for another's load */
+	uint64_t loads;		      /* flights completed successfully */
+	uint64_t load_failures;	      /* flights completed with an error */
+	uint64_t load_not_found;      /* flights completed with -ENOENT */
+	uint64_t load_ns;	      /* total time flights were in the air */
+	uint64_t stale_puts_rejected; /* installs refused by the guard */
+	uint64_t uncacheable;	      /* loaded values too big to install */
+	uint64_t installs;	      /* values installed */
+	uint64_t invalidations_local;	/* region_invalidate(), this mount */
+	uint64_t invalidations_outside; /* region_invalidate(), outside writes */
+	uint64_t evictions_size;	/* evicted for max_entries/max_bytes */
+	uint64_t evictions_ttl;		/* expired by ttl */
+	uint64_t evictions_tti;		/* expired by tti */
+	uint64_t entries;		/* gauge */
+	uint64_t bytes;			/* gauge: key + value bytes */
+	uint64_t flights;		/* gauge: loads in the air */
+	unsigned nstripes;		/* effective stripe count */
+};
+
+/* ---- values ---------------------------------------------------------- */
+
+/* A new value holding a copy of data[0..len). NULL on allocation failure. */
+struct region_value *region_value_create(const void *data, size_t len);
+/*
+ * A new value that takes ownership of buf (allocated with malloc; NULL is
+ * fine when len is 0). On failure buf is freed and NULL is returned.
+ */
+struct region_value *region_value_adopt(void *buf, size_t len);
+const void *region_value_data(const struct region_value *v);
+size_t region_value_len(const struct region_value *v);
+/*
+ * Caller-defined metadata that travels with the value: fs/ stores the row's
+ * modification time and version here. Set it before the value is published
+ * (installed or handed to a flight); it is immutable afterwards.
+ */
+void region_value_set_meta(struct region_value *v, int64_t mtime_ns,
+			   uint64_t version);
+int64_t region_value_mtime(const struct region_value *v);
+uint64_t region_value_version(const struct region_value *v);
+/* Takes one more reference. Returns v. */
+struct region_value *region_value_ref(struct region_value *v);
+/* Drops one reference; frees on the last. Accepts NULL. */
+void region_value_unref(struct region_value *v);
+
+/* ---- regions --------------------------------------------------------- */
+
+/*
+ * Creates a region. Copies name and *lim. -EINVAL for a bad name or limits.
+ * The number of stripes actually used may be lower than lim->nstripes so
+ * that every stripe gets a useful share of max_entries and max_bytes (see
+ * region_stats().nstripes). The region starts with one reference.
+ */
+int region_create(const char *name, const struct region_limits *lim,
+		  struct region **out);
+/* Reference counting for the region object itself (fs/ keeps regions alive
+ * while requests use them during a reload). The last unref destroys it;
+ * the caller must have dropped all value references it cares about (values
+ * themselves outlive the region safely). Accepts NULL. */
+struct region *region_ref(struct region *r);
+void region_unref(struct region *r);
+
+const char *region_name(const struct region *r);
+/* Copies the current limits into *out. */
+void region_limits_get(struct region *r, struct region_limits *out);
+/*
+ * Applies new limits live. Shrinking does not evict here: the excess is
+ * evicted incrementally by region_sweep() and by later installs, so readers
+ * are never blocked for more than one stripe's batch. A change of nstripes
+ * or strategy cannot be applied live: -EINVAL (recreate the region).
+ */
+int region_set_limits(struct region *r, const struct region_limits *lim);
+
+/* ---- the read path --------------------------------------------------- */
+
+enum {
+	REGION_HIT = 0,	 /* *out holds a reference */
+	REGION_LOAD = 1, /* *flight is yours: load, then region_flight_done() */
+};
+
+/*
+ * Looks key up.
+ * - Hit: returns REGION_HIT with a reference in *out. Takes no lock shared
+ *   by the region, allocates nothing, copies nothing.
+ * - Miss, no load in the air: registers a flight and returns REGION_LOAD
+ *   with *flight set; the caller must load the value without holding locks
+ *   and call region_flight_done() exactly once.
+ * - Miss while another caller's load of the same key is in the air: sleeps
+ *   until it completes and returns its result: REGION_HIT with *out, or
+ *   its negative errno (errors are not cached).
+ * -ENAMETOOLONG / -EINVAL for a bad key length, -ENOMEM.
+ */
+int region_get(struct region *r, const void *key, size_t klen,
+	       struct region_value **out, struct region_flight **flight);
+
+/*
+ * Completes a flight from region_get(). rc is 0 with v holding a reference
+ * that this call takes over, or a negative errno with v NULL (-ENOENT for
+ * an absent key). Installs v unless the flight was poisoned by an
+ * invalidation since it was registered (then counts stale_puts_rejected)
+ * or v is larger than the stripe can hold (counts uncacheable). Waiters get
+ * v or rc in any case. Returns 0 with a reference in *out, or rc.
+ */
+int region_flight_done(struct region *r, struct region_flight *fl, int rc,
+		       struct region_value *v, struct region_value **out);
+
+/* A loader for region_fetch(): 0 with *out holding a reference, or -errno. */
+typedef int (*region_loader_fn)(void *ctx, const void *key, size_t klen,
+				struct region_value **out);
+/* region_get() + load + region_flight_done() in one call. */
+int region_fetch(struct region *r, const void *key, size_t klen,
+		 region_loader_fn load, void *ctx, struct region_value **out);
+
+/* Is key cached (and not expired)? Does not count as an access. */
+bool region_contains(struct region *r, const void *key, size_t klen);
+
+/* ---- the write path -------------------------------------------------- */
+
+/*
+ * Evicts key, if cached, and poisons a flight for it in the air so that its
+ * install is refused; the flight is detached, so a region_get() that starts
+ * after this call never joins it. Writes call it before the commit (E1) and
+ * after it (E2). Counts one invalidation of the given origin.
+ */
+void region_invalidate(struct region *r, const void *key, size_t klen,
+		       enum region_origin origin);
+/* Invalidates every key and poisons every flight (a bulk outside change). */
+void region_invalidate_all(struct region *r, enum region_origin origin);
+
+/* ---- maintenance ----------------------------------------------------- */
+
+/*
+ * Background work: reclaims expired entries and evicts any excess left by a
+ * shrink. Examines at most budget entries, resuming where the previous call
+ * stopped (no rescans from the start). Returns the number of entries
+ * reclaimed. Holds one stripe lock at a time.
+ */
+size_t region_sweep(struct region *r, size_t budget);
+
+/* Fills *out with a snapshot of the counters and gauges. */
+void region_stats(struct region *r, struct region_stats *out);
+
+/* ---- clock and test hooks -------------------------------------------- */
+
+/*
+ * The engine reads time (milliseconds, monotonic) through one replaceable
+ * function so tests never sleep. NULL restores the default clock
+ * (CLOCK_MONOTONIC). Not for use while regions are in use by other threads.
+ */
+typedef uint64_t (*region_clock_fn)(void);
+void region_clock_set(region_clock_fn fn);
+uint64_t region_now_ms(void);
+
+#ifdef RFS_TEST_HOOKS
+/*
+ * Test builds only: disables the stale-put guard (invalidations no longer
+ * poison flights), so tests can show that the stranded-key race then
+ * happens. Never compiled into the shipped library.
+ */
+void region_test_disable_stale_guard(bool disable);
+#endif
+
+#endif /* RFS_REGION_H */

@@ -1,0 +1,144 @@
+/*
+ * store.h - SQLite persistence for regionfs.
+ *
+ * One SQLite database file (WAL mode) holds every region's keys. Reads run
+ * on the calling thread's own read connection; changes (put, delete,
+ * rename) go through one writer thread that owns the only write connection
+ * and commits concurrent callers' changes in one transaction (group
+ * commit). Each change call returns only once its change is committed.
+ *
+ * The schema is a supported interface (see doc/schema.md): scripts and the
+ * sqlite3 shell may read and write the table directly; triggers record
+ * their changes in a change feed that store_changes() reads.
+ *
+ * Knows nothing of FUSE or of the cache. Thread-safe. Functions returning
+ * int return 0 (or a documented count) or a negative errno: SQLite errors
+ * are mapped once, in store_errno() (FULL -> -ENOSPC, BUSY/LOCKED ->
+ * -EAGAIN after retries, NOMEM -> -ENOMEM, READONLY -> -EROFS, else -EIO).
+ *
+ * Keys are byte strings of 1..STORE_MAX_KEY bytes (no '/' or NUL; fs/
+ * checks), region names are NUL-terminated strings; values are any bytes.
+ * Both round-trip exactly.
+ */
+#ifndef RFS_STORE_H
+#define RFS_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define STORE_MAX_KEY 255
+
+struct store; /* opaque */
+
+/* What the store knows about a row besides its value. */
+struct store_meta {
+	uint64_t size;	  /* value length in bytes */
+	int64_t mtime_ns; /* last change, CLOCK_REALTIME nanoseconds */
+	uint64_t version; /* grows by one with every change of the row */
+};
+
+/* Flags for the change calls. */
+#define STORE_DURABLE 0x1u /* fsync-level: survives power loss, not only a
+			    * killed process */
+
+struct store_options {
+	unsigned busy_timeout_ms; /* wait for outside writers; 0 = 5000 */
+	bool durable;		  /* every commit durable (synchronous=FULL) */
+};
+
+/*
+ * Opens (creating it with mode 0600 if missing) the database at path,
+ * creates or upgrades the schema (PRAGMA user_version) and starts the
+ * writer thread. opts may be NULL for defaults. "." paths and ":memory:"
+ * are not supported (readers need their own connections to one file).
+ */
+int store_open(const char *path, const struct store_options *opts,
+	       struct store **out);
+/*
+ * Commits what is pending, stops the writer thread and closes every
+ * connection. The caller must have stopped all other calls. Accepts NULL.
+ */
+void store_close(struct store *st);
+
+/*
+ * Reads a row on this thread's read connection. On success *data holds a
+ * malloc()ed copy of the value (NULL when the value is empty) that the
+ * caller frees, and *meta (if not NULL) its metadata. -ENOENT if absent.
+ */
+int store_load(struct store *st, const char *region, const void *key,
+	       size_t klen, void **data, struct store_meta *meta);
+/* Like store_load() without reading the value. -ENOENT if absent. */
+int store_stat(struct store *st, const char *region, const void *key,
+	       size_t klen, struct store_meta *meta);
+
+/*
+ * Replaces the value of (region, key), creating the row if needed, through
+ * the writer thread; returns once committed. *meta (if not NULL) gets the
+ * committed row's metadata.
+ */
+int store_put(struct store *st, const char *region, const void *key,
+	      size_t klen, const void *data, size_t len, unsigned flags,
+	      struct store_meta *meta);
+/* Deletes (region, key). -ENOENT if it did not exist. */
+int store_delete(struct store *st, const char *region, const void *key,
+		 size_t klen, unsigned flags);
+/*
+ * Renames from -> to within one region, replacing to atomically if it
+ * exists. -ENOENT if from does not exist. Renaming a key onto itself is a
+ * no-op that returns 0.
+ */
+int store_rename(struct store *st, const char *region, const void *from,
+		 size_t flen, const void *to, size_t tlen, unsigned flags);
+/* Makes every change committed so far durable (for fsync()). */
+int store_sync(struct store *st);
+
+/*
+ * Lists a region's keys in byte order, starting after the key `after`
+ * (NULL: from the first), at most max keys, without loading values. fn is
+ * called for each key on the calling thread; a nonzero return stops the
+ * listing early. Returns the number of keys passed to fn, or -errno. A
+ * listing resumes by passing the last key seen as `after`.
+ */
+typedef int (*store_list_fn)(void *ctx, const void *key, size_t klen,
+			     const struct store_meta *meta);
+int store_list(struct store *st, const char *region, const void *after,
+	       size_t alen, size_t max, store_list_fn fn, void *ctx);
+
+/* Number of keys and total value bytes of a region. */
+int store_region_usage(struct store *st, const char *region, uint64_t *nkeys,
+		       uint64_t *bytes);
+
+/*
+ * The change feed. Every change of a row, by anyone (this store's writer,
+ * the sqlite3 shell, another process or mount), is recorded by triggers
+ * with a growing sequence number. store_changes() passes to fn each change
+ * after *cursor that did NOT come from this store's own writer (those are
+ * already handled by the write path), then advances *cursor. A cursor
+ * starts at store_changes_head(). Cheap when nothing changed (it checks
+ * PRAGMA data_version first). If the feed was pruned past *cursor (the
+ * daemon was too slow), fn is called once with key NULL for every region
+ * ("invalidate everything"), region NULL too.
+ */
+typedef int (*store_change_fn)(void *ctx, const char *region,
+			       const void *key, size_t klen);
+int store_changes_head(struct store *st, uint64_t *cursor);
+int store_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
+		  void *ctx);
+/* Deletes feed rows older than max_age_ms. */
+int store_changes_prune(struct store *st, uint64_t max_age_ms);
+
+struct store_stats {
+	uint64_t commits;     /* write transactions committed */
+	uint64_t rows;	      /* changes committed */
+	uint64_t max_batch;   /* most changes in one transaction */
+	uint64_t errors;      /* failed changes */
+	uint64_t busy_retries;
+	uint64_t commit_ns;   /* total time in COMMIT */
+};
+void store_stats(struct store *st, struct store_stats *out);
+
+/* Maps a SQLite result code to -errno (0 for SQLITE_OK/ROW/DONE). */
+int store_errno(int sqlite_rc);
+
+#endif /* RFS_STORE_H */

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds regionfs and runs every test: unit, stress and end-to-end on a real
+# FUSE mount (those need root and /dev/fuse; without them they are skipped).
+# Usage: tests/run-all.sh [BUILDDIR] [extra meson test args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+shift || true
+if [ -d "$build/meson-private" ]; then
+	meson setup --reconfigure "$build" ${RFS_MESON_ARGS:-} >/dev/null
+else
+	meson setup "$build" ${RFS_MESON_ARGS:-}
+fi
+ninja -C "$build"
+rc=0
+meson test -C "$build" --print-errorlogs --num-processes 2 "$@" || rc=$?
+# One closing line that any CI can read: "tests: N passed, N failed, N skipped".
+python3 - "$build/meson-logs/testlog.json" <<'PY' || true
+import json, sys
+ok = fail = skip = 0
+for line in open(sys.argv[1]):
+    r = json.loads(line).get("result")
+    if r in ("OK", "EXPECTEDFAIL"): ok += 1
+    elif r == "SKIP": skip += 1
+    else: fail += 1
+print(f"tests: {ok} passed, {fail} failed, {skip} skipped")
+PY
+exit $rc
