@@ -208,7 +208,8 @@ void region_stats(struct region *r, struct region_stats *out);
 /*
  * The engine reads time (milliseconds, monotonic) through one replaceable
  * function so tests never sleep. NULL restores the default clock
- * (CLOCK_MONOTONIC). Not for use while regions are in use by other threads.
+ * (CLOCK_MONOTONIC_COARSE: a few ms resolution, 5 ns a call). Not for use
+ * while regions are in use by other threads.
  */
 typedef uint64_t (*region_clock_fn)(void);
 void region_clock_set(region_clock_fn fn);

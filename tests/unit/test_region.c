@@ -1,0 +1,879 @@
+/*
+ * test_region.c - regions: values, lifecycle, the read path, flights and
+ * the stale-put guard.
+ *
+ * The stranded-key race of seed 000 is driven step by step on one thread
+ * through the two-phase API (region_get() -> load -> region_flight_done()),
+ * so its outcome does not depend on scheduling. Tests with threads
+ * synchronise on the engine's own counters (a waiter is counted as
+ * coalesced before it sleeps), never on sleeps.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "region.h"
+
+static struct region_limits default_limits(void)
+{
+	struct region_limits lim = {
+		.max_entries = 1000,
+		.max_bytes = 1 << 20,
+		.max_value_size = 4096,
+		.nstripes = 4,
+		.strategy = REGION_STRATEGY_LRU,
+	};
+
+	return lim;
+}
+
+static int setup(void **state)
+{
+	struct region_limits lim = default_limits();
+	struct region *r;
+
+	region_test_disable_stale_guard(false);
+	assert_int_equal(region_create("test", &lim, &r), 0);
+	*state = r;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	region_unref(*state);
+	region_test_disable_stale_guard(false);
+	return 0;
+}
+
+static struct region_value *str_value(const char *s)
+{
+	struct region_value *v = region_value_create(s, strlen(s));
+
+	assert_non_null(v);
+	return v;
+}
+
+static bool value_is(const struct region_value *v, const char *s)
+{
+	return v && region_value_len(v) == strlen(s) &&
+	       memcmp(region_value_data(v), s, strlen(s)) == 0;
+}
+
+/* region_get() that must hit; returns the value (a reference). */
+static struct region_value *must_hit(struct region *r, const char *key)
+{
+	struct region_value *v;
+	struct region_flight *fl;
+
+	assert_int_equal(region_get(r, key, strlen(key), &v, &fl), REGION_HIT);
+	assert_null(fl);
+	assert_non_null(v);
+	return v;
+}
+
+/* region_get() that must miss; returns the flight. */
+static struct region_flight *must_miss(struct region *r, const char *key)
+{
+	struct region_value *v;
+	struct region_flight *fl;
+
+	assert_int_equal(region_get(r, key, strlen(key), &v, &fl), REGION_LOAD);
+	assert_null(v);
+	assert_non_null(fl);
+	return fl;
+}
+
+/* Completes fl with a copy of s; drops the returned reference. */
+static void finish(struct region *r, struct region_flight *fl, const char *s)
+{
+	struct region_value *out;
+
+	assert_int_equal(region_flight_done(r, fl, 0, str_value(s), &out), 0);
+	assert_true(value_is(out, s));
+	region_value_unref(out);
+}
+
+static void put(struct region *r, const char *key, const char *val)
+{
+	finish(r, must_miss(r, key), val);
+}
+
+static struct region_stats stats_of(struct region *r)
+{
+	struct region_stats st;
+
+	region_stats(r, &st);
+	return st;
+}
+
+/* ---- values ----------------------------------------------------------- */
+
+static void test_value_copy_adopt_and_meta(void **state)
+{
+	char *buf = malloc(5);
+	struct region_value *a, *b, *e;
+
+	(void)state;
+	a = region_value_create("hello", 5);
+	assert_true(value_is(a, "hello"));
+	memcpy(buf, "world", 5);
+	b = region_value_adopt(buf, 5);
+	assert_non_null(b);
+	assert_ptr_equal(region_value_data(b), buf);
+	region_value_set_meta(b, -42, 7);
+	assert_int_equal(region_value_mtime(b), -42);
+	assert_int_equal(region_value_version(b), 7);
+	assert_ptr_equal(region_value_ref(b), b);
+	region_value_unref(b);
+	assert_true(value_is(b, "world"));
+	e = region_value_adopt(NULL, 0);
+	assert_non_null(e);
+	assert_int_equal(region_value_len(e), 0);
+	region_value_unref(e);
+	e = region_value_create(NULL, 0);
+	assert_non_null(e);
+	region_value_unref(e);
+	region_value_unref(a);
+	region_value_unref(b);
+	region_value_unref(NULL);
+}
+
+/* ---- lifecycle -------------------------------------------------------- */
+
+static void test_create_validates_names(void **state)
+{
+	struct region_limits lim = default_limits();
+	const char *bad[] = {"", ".hidden", "-dash", "a/b", "a b", "é", "a.b"};
+	char name[REGION_MAX_NAME + 2];
+	struct region *r;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		r = (struct region *)&r;
+		assert_int_equal(region_create(bad[i], &lim, &r), -EINVAL);
+		assert_null(r);
+	}
+	assert_int_equal(region_create(NULL, &lim, &r), -EINVAL);
+	memset(name, 'x', sizeof(name));
+	name[REGION_MAX_NAME + 1] = '\0';
+	assert_int_equal(region_create(name, &lim, &r), -EINVAL);
+	name[REGION_MAX_NAME] = '\0';
+	assert_int_equal(region_create(name, &lim, &r), 0);
+	assert_string_equal(region_name(r), name);
+	region_unref(r);
+	assert_int_equal(region_create("Az09_-", &lim, &r), 0);
+	region_unref(r);
+}
+
+static void test_create_validates_limits(void **state)
+{
+	struct region_limits lim;
+	struct region *r;
+	unsigned bad_stripes[] = {0, 3, 12, REGION_MAX_STRIPES * 2};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(bad_stripes) / sizeof(bad_stripes[0]); i++) {
+		lim = default_limits();
+		lim.nstripes = bad_stripes[i];
+		assert_int_equal(region_create("r", &lim, &r), -EINVAL);
+	}
+	lim = default_limits();
+	lim.strategy = (enum region_strategy)7;
+	assert_int_equal(region_create("r", &lim, &r), -EINVAL);
+	lim = default_limits();
+	lim.max_value_size = lim.max_bytes + 1;
+	assert_int_equal(region_create("r", &lim, &r), -EINVAL);
+	assert_int_equal(region_create("r", NULL, &r), -EINVAL);
+	lim = default_limits();
+	lim.nstripes = REGION_MAX_STRIPES;
+	lim.max_entries = 0;
+	lim.max_bytes = 0;
+	lim.max_value_size = 0;
+	assert_int_equal(region_create("r", &lim, &r), 0);
+	assert_int_equal(stats_of(r).nstripes, REGION_MAX_STRIPES);
+	region_unref(r);
+}
+
+static void test_effective_stripes_give_each_a_useful_share(void **state)
+{
+	struct region_limits lim = default_limits();
+	struct region *r;
+
+	(void)state;
+	lim.nstripes = 16;
+	lim.max_entries = 5; /* pow2floor(5) = 4 stripes */
+	assert_int_equal(region_create("r", &lim, &r), 0);
+	assert_int_equal(stats_of(r).nstripes, 4);
+	region_unref(r);
+
+	lim.max_entries = 0;
+	lim.max_bytes = 10000;
+	lim.max_value_size = 1000; /* 10000 / (1000 + 255) = 7 -> 4 */
+	assert_int_equal(region_create("r", &lim, &r), 0);
+	assert_int_equal(stats_of(r).nstripes, 4);
+	region_unref(r);
+
+	lim.max_bytes = 3; /* one byte per stripe at least */
+	lim.max_value_size = 0;
+	assert_int_equal(region_create("r", &lim, &r), 0);
+	assert_int_equal(stats_of(r).nstripes, 2);
+	region_unref(r);
+}
+
+static void test_region_refcount_keeps_region_alive(void **state)
+{
+	struct region *r = *state;
+	struct region_value *v;
+
+	assert_ptr_equal(region_ref(r), r);
+	region_unref(r); /* still one left: the fixture's */
+	put(r, "k", "v");
+	v = must_hit(r, "k");
+	region_value_unref(v);
+	assert_null(region_ref(NULL));
+	region_unref(NULL);
+}
+
+static void test_limits_get_and_set(void **state)
+{
+	struct region *r = *state;
+	struct region_limits lim, got;
+
+	region_limits_get(r, &got);
+	lim = default_limits();
+	assert_memory_equal(&got, &lim, sizeof(lim));
+	lim.max_entries = 500;
+	lim.ttl_ms = 1000;
+	assert_int_equal(region_set_limits(r, &lim), 0);
+	region_limits_get(r, &got);
+	assert_memory_equal(&got, &lim, sizeof(lim));
+
+	lim.nstripes = 8;
+	assert_int_equal(region_set_limits(r, &lim), -EINVAL);
+	lim.nstripes = 4;
+	lim.strategy = REGION_STRATEGY_S3FIFO;
+	assert_int_equal(region_set_limits(r, &lim), -EINVAL);
+	lim.strategy = REGION_STRATEGY_LRU;
+	lim.max_entries = 2; /* would need fewer stripes: recreate */
+	assert_int_equal(region_set_limits(r, &lim), -EINVAL);
+	lim.max_entries = 500;
+	lim.max_value_size = lim.max_bytes + 1;
+	assert_int_equal(region_set_limits(r, &lim), -EINVAL);
+	region_limits_get(r, &got);
+	assert_int_equal(got.max_value_size, 4096);
+}
+
+/* ---- the read path ---------------------------------------------------- */
+
+static void test_miss_loads_then_hits(void **state)
+{
+	struct region *r = *state;
+	struct region_value *v;
+	struct region_stats st;
+
+	put(r, "alpha", "one");
+	v = must_hit(r, "alpha");
+	assert_true(value_is(v, "one"));
+	region_value_unref(v);
+	assert_true(region_contains(r, "alpha", 5));
+	assert_false(region_contains(r, "alph", 4));
+	st = stats_of(r);
+	assert_int_equal(st.gets, 2);
+	assert_int_equal(st.hits, 1);
+	assert_int_equal(st.misses, 1);
+	assert_int_equal(st.loads, 1);
+	assert_int_equal(st.installs, 1);
+	assert_int_equal(st.entries, 1);
+	assert_int_equal(st.bytes, 5 + 3);
+	assert_int_equal(st.flights, 0);
+}
+
+static void test_bad_keys_are_refused(void **state)
+{
+	struct region *r = *state;
+	char big[REGION_MAX_KEY + 1];
+	struct region_value *v = (struct region_value *)&v;
+	struct region_flight *fl = (struct region_flight *)&fl;
+
+	memset(big, 'k', sizeof(big));
+	assert_int_equal(region_get(r, big, sizeof(big), &v, &fl),
+			 -ENAMETOOLONG);
+	assert_null(v);
+	assert_null(fl);
+	assert_int_equal(region_get(r, "", 0, &v, &fl), -EINVAL);
+	assert_false(region_contains(r, big, sizeof(big)));
+	region_invalidate(r, "", 0, REGION_ORIGIN_LOCAL);
+	/* the longest key works */
+	fl = must_miss(r, "x");
+	finish(r, fl, "x");
+	assert_int_equal(region_get(r, big, REGION_MAX_KEY, &v, &fl),
+			 REGION_LOAD);
+	finish(r, fl, "max");
+	assert_true(region_contains(r, big, REGION_MAX_KEY));
+	assert_int_equal(stats_of(r).gets, 4);
+}
+
+static void test_keys_are_bytes(void **state)
+{
+	struct region *r = *state;
+	const char k1[] = {'a', '\0', 'b'}, k2[] = {'a', '\0', 'c'};
+	struct region_value *v, *out;
+	struct region_flight *fl;
+
+	assert_int_equal(region_get(r, k1, 3, &v, &fl), REGION_LOAD);
+	assert_int_equal(region_flight_done(r, fl, 0, str_value("1"), &out), 0);
+	region_value_unref(out);
+	assert_int_equal(region_get(r, k2, 3, &v, &fl), REGION_LOAD);
+	assert_int_equal(region_flight_done(r, fl, 0, str_value("2"), &out), 0);
+	region_value_unref(out);
+	assert_int_equal(region_get(r, k1, 3, &v, &fl), REGION_HIT);
+	assert_true(value_is(v, "1"));
+	region_value_unref(v);
+	assert_false(region_contains(r, k1, 1));
+}
+
+static int load_ok(void *ctx, const void *key, size_t klen,
+		   struct region_value **out)
+{
+	int *calls = ctx;
+
+	(*calls)++;
+	*out = region_value_create(key, klen);
+	return *out ? 0 : -ENOMEM;
+}
+
+static int load_enoent(void *ctx, const void *key, size_t klen,
+		       struct region_value **out)
+{
+	(void)ctx;
+	(void)key;
+	(void)klen;
+	*out = NULL;
+	return -ENOENT;
+}
+
+static int load_buggy(void *ctx, const void *key, size_t klen,
+		      struct region_value **out)
+{
+	(void)ctx;
+	(void)key;
+	(void)klen;
+	*out = NULL;
+	return 0;
+}
+
+static void test_fetch_loads_once(void **state)
+{
+	struct region *r = *state;
+	struct region_value *v;
+	int calls = 0, i;
+
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(region_fetch(r, "key", 3, load_ok, &calls, &v),
+				 0);
+		assert_true(value_is(v, "key"));
+		region_value_unref(v);
+	}
+	assert_int_equal(calls, 1);
+	v = (struct region_value *)&v;
+	assert_int_equal(region_fetch(r, "gone", 4, load_enoent, NULL, &v),
+			 -ENOENT);
+	assert_null(v);
+	assert_int_equal(region_fetch(r, "bug", 3, load_buggy, NULL, &v), -EIO);
+	assert_false(region_contains(r, "gone", 4));
+	assert_int_equal(stats_of(r).load_not_found, 1);
+	assert_int_equal(stats_of(r).load_failures, 1);
+	assert_int_equal(stats_of(r).flights, 0);
+}
+
+static void test_error_is_not_cached(void **state)
+{
+	struct region *r = *state;
+	struct region_flight *fl;
+	struct region_value *out = (struct region_value *)&out;
+
+	fl = must_miss(r, "k");
+	assert_int_equal(stats_of(r).flights, 1);
+	assert_int_equal(region_flight_done(r, fl, -EIO, NULL, &out), -EIO);
+	assert_null(out);
+	fl = must_miss(r, "k"); /* loads again */
+	/* a value passed with an error is dropped, not cached */
+	assert_int_equal(
+		region_flight_done(r, fl, -EAGAIN, str_value("x"), &out),
+		-EAGAIN);
+	fl = must_miss(r, "k");
+	finish(r, fl, "ok");
+	assert_int_equal(stats_of(r).load_failures, 2);
+	assert_int_equal(stats_of(r).loads, 1);
+}
+
+static void test_too_big_value_is_served_not_cached(void **state)
+{
+	struct region *r = *state;
+	struct region_flight *fl;
+	struct region_value *big, *out;
+	char *buf = calloc(1, 5000);
+
+	fl = must_miss(r, "k");
+	big = region_value_adopt(buf, 5000); /* over max_value_size 4096 */
+	assert_int_equal(region_flight_done(r, fl, 0, big, &out), 0);
+	assert_ptr_equal(out, big);
+	region_value_unref(out);
+	assert_int_equal(stats_of(r).uncacheable, 1);
+	assert_int_equal(stats_of(r).installs, 0);
+	fl = must_miss(r, "k"); /* not cached */
+	finish(r, fl, "small");
+}
+
+/* ---- pinned values ---------------------------------------------------- */
+
+static void test_pinned_value_survives_invalidate_and_overwrite(void **state)
+{
+	struct region *r = *state;
+	struct region_value *old, *cur;
+
+	put(r, "k", "old");
+	old = must_hit(r, "k");
+	region_invalidate(r, "k", 1, REGION_ORIGIN_LOCAL);
+	assert_true(value_is(old, "old"));
+	put(r, "k", "new");
+	cur = must_hit(r, "k");
+	assert_true(value_is(cur, "new"));
+	assert_true(value_is(old, "old"));
+	region_value_unref(cur);
+	region_value_unref(old);
+}
+
+static void test_pinned_value_survives_eviction(void **state)
+{
+	struct region_limits lim = default_limits();
+	struct region_value *pinned;
+	struct region *r;
+	char key[16];
+	int i;
+
+	(void)state;
+	lim.nstripes = 1;
+	lim.max_entries = 2;
+	assert_int_equal(region_create("small", &lim, &r), 0);
+	put(r, "first", "pinned");
+	pinned = must_hit(r, "first");
+	for (i = 0; i < 10; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		put(r, key, "filler");
+	}
+	assert_false(region_contains(r, "first", 5));
+	assert_true(value_is(pinned, "pinned"));
+	assert_int_equal(stats_of(r).entries, 2);
+	region_unref(r);
+	region_value_unref(pinned);
+}
+
+static void test_pinned_value_survives_region_destroy(void **state)
+{
+	struct region_limits lim = default_limits();
+	struct region_value *v;
+	struct region *r;
+
+	(void)state;
+	assert_int_equal(region_create("gone", &lim, &r), 0);
+	put(r, "k", "outlives");
+	v = must_hit(r, "k");
+	region_unref(r);
+	assert_true(value_is(v, "outlives"));
+	region_value_unref(v);
+}
+
+/* ---- the stranded-key race (seed 000) --------------------------------- */
+
+enum race_variant {
+	RACE_LOAD_BEFORE_E1_DONE_AFTER_E2, /* the race of seed 000 */
+	RACE_LOAD_BEFORE_E1_DONE_BETWEEN,  /* load completes inside E1..E2 */
+	RACE_LOAD_BETWEEN_DONE_AFTER_E2,   /* miss after E1, done after E2 */
+};
+
+struct race_result {
+	bool stale_served;   /* a hit returned the old value afterwards */
+	uint64_t stale_puts; /* stale_puts_rejected */
+	bool reader_got_old; /* the racing reader itself got the old value */
+};
+
+/*
+ * Runs one interleaving of a reader R (miss, read the "database", complete
+ * the flight) and a writer W (E1, commit, E2) on one key, then reads the
+ * key twice more the way fs/ would (load from the database on a miss).
+ * Reports whether any read after W's E2 was served the old value.
+ */
+static struct race_result run_race(enum race_variant variant, bool guard)
+{
+	struct region_limits lim = default_limits();
+	struct race_result res = {0};
+	const char *db = "old", *loaded = NULL;
+	struct region_flight *fl = NULL;
+	struct region_value *v;
+	struct region *r;
+	int i;
+
+	region_test_disable_stale_guard(!guard);
+	assert_int_equal(region_create("race", &lim, &r), 0);
+
+	if (variant != RACE_LOAD_BETWEEN_DONE_AFTER_E2) {
+		fl = must_miss(r, "k"); /* R misses */
+		loaded = db;		/* R reads the committed (old) row */
+	}
+	region_invalidate(r, "k", 1, REGION_ORIGIN_LOCAL); /* W: E1 */
+	if (variant == RACE_LOAD_BETWEEN_DONE_AFTER_E2) {
+		fl = must_miss(r, "k");
+		loaded = db; /* W has not committed: R reads the old row */
+	}
+	if (variant == RACE_LOAD_BEFORE_E1_DONE_BETWEEN) {
+		assert_int_equal(
+			region_flight_done(r, fl, 0, str_value(loaded), &v), 0);
+		res.reader_got_old = value_is(v, "old");
+		region_value_unref(v);
+	}
+	db = "new";					   /* W: commit */
+	region_invalidate(r, "k", 1, REGION_ORIGIN_LOCAL); /* W: E2 */
+	if (variant != RACE_LOAD_BEFORE_E1_DONE_BETWEEN) {
+		assert_int_equal(
+			region_flight_done(r, fl, 0, str_value(loaded), &v), 0);
+		res.reader_got_old = value_is(v, "old");
+		region_value_unref(v);
+	}
+
+	/* every read after E2, as fs/ does them */
+	for (i = 0; i < 2; i++) {
+		struct region_flight *f2;
+
+		if (region_get(r, "k", 1, &v, &f2) == REGION_LOAD) {
+			assert_int_equal(
+				region_flight_done(r, f2, 0, str_value(db), &v),
+				0);
+		}
+		if (value_is(v, "old"))
+			res.stale_served = true;
+		else
+			assert_true(value_is(v, "new"));
+		region_value_unref(v);
+	}
+	res.stale_puts = stats_of(r).stale_puts_rejected;
+	assert_int_equal(stats_of(r).invalidations_local, 2);
+	region_unref(r);
+	region_test_disable_stale_guard(false);
+	return res;
+}
+
+static void test_stranded_key_race_is_prevented(void **state)
+{
+	struct race_result with, without;
+
+	(void)state;
+	with = run_race(RACE_LOAD_BEFORE_E1_DONE_AFTER_E2, true);
+	assert_false(with.stale_served);
+	assert_int_equal(with.stale_puts, 1);
+	assert_true(with.reader_got_old); /* its read overlapped the write */
+
+	/* the same steps without the guard strand the old value */
+	without = run_race(RACE_LOAD_BEFORE_E1_DONE_AFTER_E2, false);
+	assert_true(without.stale_served);
+	assert_int_equal(without.stale_puts, 0);
+}
+
+static void test_stranded_key_race_load_between_evictions(void **state)
+{
+	struct race_result with, without;
+
+	(void)state;
+	with = run_race(RACE_LOAD_BETWEEN_DONE_AFTER_E2, true);
+	assert_false(with.stale_served);
+	assert_int_equal(with.stale_puts, 1);
+	without = run_race(RACE_LOAD_BETWEEN_DONE_AFTER_E2, false);
+	assert_true(without.stale_served);
+}
+
+static void test_stranded_key_race_done_between_evictions(void **state)
+{
+	struct race_result with, without;
+
+	(void)state;
+	/* E1 poisons it: refused; E2 would have removed it anyway */
+	with = run_race(RACE_LOAD_BEFORE_E1_DONE_BETWEEN, true);
+	assert_false(with.stale_served);
+	assert_int_equal(with.stale_puts, 1);
+	without = run_race(RACE_LOAD_BEFORE_E1_DONE_BETWEEN, false);
+	assert_false(without.stale_served);
+	assert_int_equal(without.stale_puts, 0);
+}
+
+static void test_invalidate_all_poisons_every_flight(void **state)
+{
+	struct region *r = *state;
+	struct region_flight *fa, *fb;
+	struct region_value *v;
+
+	put(r, "cached", "x");
+	fa = must_miss(r, "a");
+	fb = must_miss(r, "b");
+	region_invalidate_all(r, REGION_ORIGIN_OUTSIDE);
+	assert_false(region_contains(r, "cached", 6));
+	assert_int_equal(stats_of(r).entries, 0);
+	assert_int_equal(stats_of(r).flights, 0);
+	assert_int_equal(region_flight_done(r, fa, 0, str_value("A"), &v), 0);
+	assert_true(value_is(v, "A"));
+	region_value_unref(v);
+	finish(r, fb, "B");
+	assert_false(region_contains(r, "a", 1));
+	assert_false(region_contains(r, "b", 1));
+	assert_int_equal(stats_of(r).stale_puts_rejected, 2);
+	assert_int_equal(stats_of(r).invalidations_outside, 1);
+	put(r, "a", "A2");
+	assert_true(region_contains(r, "a", 1));
+}
+
+/* ---- flights with threads --------------------------------------------- */
+
+/* cmocka's asserts must not run off the main thread: threads record */
+struct waiter {
+	struct region *r;
+	const char *key;
+	int rc;
+	struct region_value *v;
+	struct region_flight *fl; /* must stay NULL: joined, not loading */
+	pthread_t tid;
+};
+
+static void *waiter_main(void *arg)
+{
+	struct waiter *w = arg;
+
+	w->rc = region_get(w->r, w->key, strlen(w->key), &w->v, &w->fl);
+	return NULL;
+}
+
+/* Waits (without sleeping) until n misses have joined flights. */
+static void wait_coalesced(struct region *r, uint64_t n)
+{
+	while (stats_of(r).coalesced < n)
+		sched_yield();
+}
+
+static void test_waiters_of_poisoned_flight_get_its_value(void **state)
+{
+	struct region *r = *state;
+	struct region_flight *f1, *f2;
+	struct region_value *v;
+	struct waiter w = {.r = r, .key = "k"};
+
+	f1 = must_miss(r, "k");
+	assert_int_equal(pthread_create(&w.tid, NULL, waiter_main, &w), 0);
+	wait_coalesced(r, 1);
+	region_invalidate(r, "k", 1, REGION_ORIGIN_LOCAL);
+	/* a get after the invalidation never joins the poisoned flight */
+	f2 = must_miss(r, "k");
+	assert_ptr_not_equal(f1, f2);
+	assert_int_equal(region_flight_done(r, f1, 0, str_value("old"), &v), 0);
+	region_value_unref(v);
+	pthread_join(w.tid, NULL);
+	assert_null(w.fl);
+	assert_int_equal(w.rc, REGION_HIT);
+	assert_true(value_is(w.v, "old"));
+	region_value_unref(w.v);
+	assert_false(region_contains(r, "k", 1));
+	finish(r, f2, "new");
+	v = must_hit(r, "k");
+	assert_true(value_is(v, "new"));
+	region_value_unref(v);
+	assert_int_equal(stats_of(r).stale_puts_rejected, 1);
+}
+
+#define NTHREADS 8
+
+struct sf_ctx {
+	struct region *r;
+	pthread_barrier_t start;
+	atomic_int calls;
+	int fail_rc; /* 0: load a value; else return this error */
+};
+
+struct sf_thread {
+	struct sf_ctx *ctx;
+	pthread_t tid;
+	int rc;
+	struct region_value *v;
+};
+
+static int sf_load(void *arg, const void *key, size_t klen,
+		   struct region_value **out)
+{
+	struct sf_ctx *ctx = arg;
+
+	atomic_fetch_add(&ctx->calls, 1);
+	/* hold the load until every other thread waits on this flight */
+	wait_coalesced(ctx->r, NTHREADS - 1);
+	if (ctx->fail_rc) {
+		*out = NULL;
+		return ctx->fail_rc;
+	}
+	*out = region_value_create(key, klen);
+	return 0;
+}
+
+static void *sf_main(void *arg)
+{
+	struct sf_thread *t = arg;
+
+	pthread_barrier_wait(&t->ctx->start);
+	t->rc = region_fetch(t->ctx->r, "hot", 3, sf_load, t->ctx, &t->v);
+	return NULL;
+}
+
+static void run_single_flight(struct region *r, int fail_rc)
+{
+	struct sf_thread t[NTHREADS];
+	struct sf_ctx ctx = {.r = r, .fail_rc = fail_rc};
+	struct region_stats st;
+	int i;
+
+	atomic_init(&ctx.calls, 0);
+	pthread_barrier_init(&ctx.start, NULL, NTHREADS);
+	for (i = 0; i < NTHREADS; i++) {
+		t[i].ctx = &ctx;
+		assert_int_equal(
+			pthread_create(&t[i].tid, NULL, sf_main, &t[i]), 0);
+	}
+	for (i = 0; i < NTHREADS; i++)
+		pthread_join(t[i].tid, NULL);
+	pthread_barrier_destroy(&ctx.start);
+	assert_int_equal(atomic_load(&ctx.calls), 1);
+	for (i = 0; i < NTHREADS; i++) {
+		assert_int_equal(t[i].rc, fail_rc);
+		if (!fail_rc)
+			assert_true(value_is(t[i].v, "hot"));
+		else
+			assert_null(t[i].v);
+		region_value_unref(t[i].v);
+	}
+	st = stats_of(r);
+	assert_int_equal(st.coalesced, NTHREADS - 1);
+	assert_int_equal(st.misses, NTHREADS);
+	assert_int_equal(st.flights, 0);
+}
+
+static void test_single_flight_loads_once(void **state)
+{
+	struct region *r = *state;
+
+	run_single_flight(r, 0);
+	assert_int_equal(stats_of(r).loads, 1);
+	assert_true(region_contains(r, "hot", 3));
+}
+
+static void test_single_flight_error_reaches_waiters(void **state)
+{
+	struct region *r = *state;
+	struct region_flight *fl;
+
+	run_single_flight(r, -EIO);
+	assert_int_equal(stats_of(r).load_failures, 1);
+	assert_false(region_contains(r, "hot", 3));
+	fl = must_miss(r, "hot"); /* not cached: the next get loads */
+	finish(r, fl, "hot");
+}
+
+/* ---- counters --------------------------------------------------------- */
+
+static void test_counters_add_up(void **state)
+{
+	struct region *r = *state;
+	struct region_value *v;
+	struct region_flight *fl;
+	struct region_stats st;
+	char key[16];
+	int i;
+
+	for (i = 0; i < 50; i++) {
+		snprintf(key, sizeof(key), "k%d", i % 10);
+		if (region_get(r, key, strlen(key), &v, &fl) == REGION_LOAD)
+			finish(r, fl, key);
+		else
+			region_value_unref(v);
+	}
+	region_invalidate(r, "k1", 2, REGION_ORIGIN_LOCAL);
+	region_invalidate(r, "k2", 2, REGION_ORIGIN_OUTSIDE);
+	region_invalidate(r, "nope", 4, REGION_ORIGIN_OUTSIDE);
+	st = stats_of(r);
+	assert_int_equal(st.gets, 50);
+	assert_int_equal(st.gets, st.hits + st.misses);
+	assert_int_equal(st.misses, 10);
+	assert_int_equal(st.loads, 10);
+	assert_int_equal(st.installs, 10);
+	assert_int_equal(st.entries, 8);
+	assert_int_equal(st.invalidations_local, 1);
+	assert_int_equal(st.invalidations_outside, 2);
+	assert_true(st.load_ns > 0);
+	assert_int_equal(st.nstripes, 4);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_value_copy_adopt_and_meta),
+		cmocka_unit_test(test_create_validates_names),
+		cmocka_unit_test(test_create_validates_limits),
+		cmocka_unit_test(
+			test_effective_stripes_give_each_a_useful_share),
+		cmocka_unit_test_setup_teardown(
+			test_region_refcount_keeps_region_alive, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(test_limits_get_and_set, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_miss_loads_then_hits,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_keys_are_refused,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_keys_are_bytes, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_fetch_loads_once, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_error_is_not_cached, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_too_big_value_is_served_not_cached, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_pinned_value_survives_invalidate_and_overwrite,
+			setup, teardown),
+		cmocka_unit_test(test_pinned_value_survives_eviction),
+		cmocka_unit_test(test_pinned_value_survives_region_destroy),
+		cmocka_unit_test(test_stranded_key_race_is_prevented),
+		cmocka_unit_test(test_stranded_key_race_load_between_evictions),
+		cmocka_unit_test(test_stranded_key_race_done_between_evictions),
+		cmocka_unit_test_setup_teardown(
+			test_invalidate_all_poisons_every_flight, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_waiters_of_poisoned_flight_get_its_value, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(test_single_flight_loads_once,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_single_flight_error_reaches_waiters, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(test_counters_add_up, setup,
+						teardown),
+	};
+
+	return cmocka_run_group_tests_name("region", tests, NULL, NULL);
+}

@@ -1,0 +1,196 @@
+/*
+ * test_stripe.c - stripes: hashing, the table, the access buffer.
+ *
+ * These tests look inside (region_int.h) to check what the public API
+ * cannot show: how keys spread over stripes, that tables grow, and that
+ * every exclusive acquisition drains the LRU access buffer.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "region_int.h"
+
+static struct region *make(unsigned nstripes, uint64_t max_entries)
+{
+	struct region_limits lim = {
+		.max_entries = max_entries,
+		.nstripes = nstripes,
+		.strategy = REGION_STRATEGY_LRU,
+	};
+	struct region *r;
+
+	assert_int_equal(region_create("sp", &lim, &r), 0);
+	return r;
+}
+
+static void put(struct region *r, const void *key, size_t klen)
+{
+	struct region_value *out;
+	struct region_flight *fl;
+
+	assert_int_equal(region_get(r, key, klen, &out, &fl), REGION_LOAD);
+	assert_int_equal(region_flight_done(r, fl, 0,
+					    region_value_create(key, klen),
+					    &out),
+			 0);
+	region_value_unref(out);
+}
+
+static void hit(struct region *r, const void *key, size_t klen)
+{
+	struct region_value *v;
+	struct region_flight *fl;
+
+	assert_int_equal(region_get(r, key, klen, &v, &fl), REGION_HIT);
+	assert_int_equal(region_value_len(v), klen);
+	assert_memory_equal(region_value_data(v), key, klen);
+	region_value_unref(v);
+}
+
+static void test_table_grows_and_keeps_every_key(void **state)
+{
+	struct region *r = make(1, 0);
+	char key[16];
+	int i;
+
+	(void)state;
+	for (i = 0; i < 10000; i++) {
+		snprintf(key, sizeof(key), "%d", i);
+		put(r, key, strlen(key));
+	}
+	assert_true(r->stripes[0].mask + 1 >= 8192);
+	for (i = 0; i < 10000; i++) {
+		snprintf(key, sizeof(key), "%d", i);
+		hit(r, key, strlen(key));
+	}
+	region_unref(r);
+}
+
+static void test_keys_spread_over_stripes(void **state)
+{
+	struct region *r = make(16, 0);
+	char key[16];
+	unsigned i;
+
+	(void)state;
+	/* sequential names: the worst case for a weak hash */
+	for (i = 0; i < 3200; i++) {
+		snprintf(key, sizeof(key), "file%u", i);
+		put(r, key, strlen(key));
+	}
+	for (i = 0; i < 16; i++) {
+		/* 200 expected; 7 standard deviations either side */
+		assert_in_range(r->stripes[i].nentries, 100, 300);
+	}
+	region_unref(r);
+}
+
+static void test_hash_sees_every_byte(void **state)
+{
+	unsigned char a[REGION_MAX_KEY], b[REGION_MAX_KEY];
+	size_t len, i;
+
+	(void)state;
+	region__hash_init();
+	memset(a, 'x', sizeof(a));
+	for (len = 1; len <= REGION_MAX_KEY; len++) {
+		assert_true(region__hash(a, len) == region__hash(a, len));
+		for (i = 0; i < len; i++) {
+			memcpy(b, a, len);
+			b[i] ^= 1;
+			assert_true(region__hash(a, len) !=
+				    region__hash(b, len));
+		}
+		if (len > 1)
+			assert_true(region__hash(a, len) !=
+				    region__hash(a, len - 1));
+	}
+}
+
+static void test_long_keys_differing_in_last_byte(void **state)
+{
+	struct region *r = make(4, 0);
+	unsigned char key[REGION_MAX_KEY];
+	int i;
+
+	(void)state;
+	memset(key, 0, sizeof(key)); /* NUL bytes are key bytes too */
+	for (i = 0; i < 256; i++) {
+		key[REGION_MAX_KEY - 1] = (unsigned char)i;
+		put(r, key, sizeof(key));
+	}
+	for (i = 0; i < 256; i++) {
+		key[REGION_MAX_KEY - 1] = (unsigned char)i;
+		hit(r, key, sizeof(key));
+	}
+	region_unref(r);
+}
+
+static void test_write_lock_drains_access_buffer(void **state)
+{
+	struct region *r = make(1, 100);
+	struct stripe *s = &r->stripes[0];
+	int i;
+
+	(void)state;
+	put(r, "a", 1);
+	put(r, "b", 1);
+	for (i = 0; i < 10; i++)
+		hit(r, "a", 1);
+	assert_int_equal(atomic_load(&s->abuf_n), 10);
+	region_invalidate(r, "zzz", 3, REGION_ORIGIN_LOCAL);
+	assert_int_equal(atomic_load(&s->abuf_n), 0);
+	/* a was moved to the head: b is now the LRU tail */
+	assert_ptr_equal(
+		rlist_tail(&s->lru),
+		&region__stripe_find(s, region__hash("b", 1), "b", 1)->qnode);
+	/* the reader that fills the buffer drains it (trylock succeeds) */
+	for (i = 0; i < REGION_ABUF_SLOTS; i++)
+		hit(r, "b", 1);
+	assert_int_equal(atomic_load(&s->abuf_n), 0);
+	region_unref(r);
+}
+
+static void test_invalidate_all_empties_every_stripe(void **state)
+{
+	struct region *r = make(8, 0);
+	char key[16];
+	unsigned i;
+
+	(void)state;
+	for (i = 0; i < 500; i++) {
+		snprintf(key, sizeof(key), "%u", i);
+		put(r, key, strlen(key));
+	}
+	region_invalidate_all(r, REGION_ORIGIN_LOCAL);
+	for (i = 0; i < r->nstripes; i++) {
+		assert_int_equal(r->stripes[i].nentries, 0);
+		assert_int_equal(r->stripes[i].bytes, 0);
+		assert_true(rlist_empty(&r->stripes[i].lru));
+	}
+	put(r, "again", 5);
+	hit(r, "again", 5);
+	region_unref(r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_table_grows_and_keeps_every_key),
+		cmocka_unit_test(test_keys_spread_over_stripes),
+		cmocka_unit_test(test_hash_sees_every_byte),
+		cmocka_unit_test(test_long_keys_differing_in_last_byte),
+		cmocka_unit_test(test_write_lock_drains_access_buffer),
+		cmocka_unit_test(test_invalidate_all_empties_every_stripe),
+	};
+
+	return cmocka_run_group_tests_name("stripe", tests, NULL, NULL);
+}
