@@ -1,0 +1,1659 @@
+/*
+ * store.c - SQLite persistence for regionfs.
+ *
+ * One database file in WAL mode holds every region's keys in table kv; a
+ * second table, changes, is a change feed filled by triggers on kv for
+ * every writer. doc/schema.md documents both for scripts and the sqlite3
+ * shell; this note explains how the store uses them.
+ *
+ * Connections. SQLite allows one writer at a time per database, and a
+ * commit costs a WAL append (plus an fsync when durable) whatever its
+ * size, so all changes go through ONE writer thread that owns the only
+ * write connection. A caller of store_put/delete/rename/sync/prune puts an
+ * op (on its own stack: its buffers stay valid because it blocks) on the
+ * queue and sleeps on the op's condition variable. The writer takes the
+ * whole queue, runs it in one BEGIN IMMEDIATE ... COMMIT (group commit),
+ * then wakes every caller. While it commits, new callers queue up, so the
+ * batch grows with the load: with 8 writers, far fewer commits than puts
+ * (stress_store prints the figures). Reads never wait for the writer: each
+ * thread reads through its own read-only connection (WAL readers see the
+ * last committed snapshot), found through a per-store pthread key whose
+ * destructor hands the connection back to the store's pool when the thread
+ * exits. Every read statement is reset right after use so that no read
+ * transaction stays open to hold back WAL checkpoints; rows are copied out
+ * before any callback runs.
+ *
+ * Per-op failures. Each op is one statement that changes the database
+ * (rename reads first, then runs one UPDATE OR REPLACE), so a failing op is
+ * rolled back by SQLite's statement journal and the others of the batch
+ * still commit; no SAVEPOINT is needed. When SQLite instead aborts the
+ * whole transaction (FULL, IOERR, NOMEM), or COMMIT fails, every op of the
+ * batch gets the error and nothing of the batch is stored.
+ *
+ * Durability. A committed change (store_put returned 0) is in the WAL file
+ * through write(): it survives a killed process, not a power loss
+ * (synchronous=NORMAL). A batch that holds a STORE_DURABLE op is committed
+ * with synchronous=FULL, set outside the transaction and restored after:
+ * the commit fsyncs the WAL, which makes every earlier commit durable too,
+ * as they live in the same file (checkpoints sync the database file
+ * themselves). store_sync() queues a barrier: if no commit since the last
+ * fsync was made with NORMAL, it returns at once, else it fsyncs the WAL
+ * through SQLite's own file handle (SQLITE_FCNTL_JOURNAL_POINTER; we never
+ * open the database files ourselves, since closing a second descriptor
+ * would drop SQLite's POSIX locks).
+ *
+ * Telling our changes from others'. The triggers record every change of
+ * kv, ours included. Inside each batch transaction the writer reads the
+ * feed's head (sqlite_sequence) before its first statement and after its
+ * last; SQLite admits one writer at a time, so every sequence number in
+ * between is ours. After COMMIT succeeds, the range is added to an
+ * in-memory list (merged with the previous one when adjacent) that
+ * store_changes() consults to skip our own changes. ranges_lock is held
+ * across COMMIT and the recording, so a poller that has read a committed
+ * row of ours always finds its range. A range is never recorded for a
+ * rolled-back batch, whose numbers SQLite hands out again. If the list
+ * grows past MAX_OWN_RANGES (nobody polls while outside writers interleave
+ * with ours) its oldest ranges are dropped: our own changes then show up
+ * as outside ones, which costs an extra invalidation, never a missed one.
+ *
+ * Reading the feed. store_changes() first compares PRAGMA data_version
+ * with what its connection saw after its last complete pass: if equal,
+ * nobody committed since and it returns without a query. Otherwise it
+ * reads the head once and pages (FEED_PAGE rows a query) up to it. No
+ * number below the head is missing unless its row was deleted (a rolled
+ * back transaction hands its numbers out again), so a gap before the next
+ * row is a prune: unless the gap holds only our own numbers, the caller
+ * is told to invalidate everything, once per pass.
+ *
+ * Statements (store_sql.h) are prepared once per connection and cached;
+ * names and keys are only ever bound. Keys are bound as TEXT with an
+ * explicit length, so any byte string round-trips and shell users can
+ * write WHERE key='red'; TEXT compares with memcmp, so listings come in
+ * byte order.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "store.h"
+#include "store_sql.h"
+
+#define DEFAULT_BUSY_MS 5000	 /* store_options.busy_timeout_ms == 0 */
+#define FEED_PAGE	1000	 /* changes read per query */
+#define LIST_CHUNK	128	 /* keys read per query by store_list */
+#define MAX_OWN_RANGES	4096	 /* bound on the own-change range list */
+#define WRITER_CACHE_KB 16384	 /* page cache of the write connection */
+#define READER_CACHE_KB 2048	 /* page cache of each read connection */
+#define WAL_LIMIT_BYTES 67108864 /* WAL truncated to this after checkpoint */
+
+enum op_kind { OP_PUT, OP_DELETE, OP_RENAME, OP_SYNC, OP_PRUNE };
+
+/*
+ * A queued change. Lives on the caller's stack; every pointer is the
+ * caller's and stays valid until done is set.
+ */
+struct op {
+	enum op_kind kind;
+	unsigned flags; /* STORE_DURABLE */
+	const char *region;
+	const void *key; /* rename: source */
+	size_t klen;
+	const void *key2; /* rename: target */
+	size_t klen2;
+	const void *data; /* put */
+	size_t len;
+	int64_t cutoff_ms;	/* prune: drop feed rows older than this */
+	struct store_meta meta; /* out (put) */
+	int rc;			/* out */
+	bool done;		/* L: store.lock */
+	pthread_cond_t cond;	/* signalled (under store.lock) when done */
+	struct op *next;	/* L: store.lock while queued */
+};
+
+/* One thread's read connection. */
+struct rconn {
+	struct store *st;	     /* immutable */
+	sqlite3 *db;		     /* immutable */
+	sqlite3_stmt *stmt[R_NSTMT]; /* owner thread only */
+	bool dv_valid;		     /* owner thread only: next two set */
+	int64_t dv;		     /* data_version at the last full poll */
+	uint64_t dv_head;	     /* feed cursor after that poll */
+	struct rconn *next_all;	     /* L: store.pool_lock */
+	struct rconn *next_free;     /* L: store.pool_lock */
+};
+
+/* Sequence numbers lo..hi (inclusive) of the feed are our own changes. */
+struct seq_range {
+	uint64_t lo, hi;
+};
+
+/*
+ * Locking. lock guards the op queue, stopping and the published stats;
+ * callers wait on their op's cond with it. pool_lock guards the lists of
+ * read connections. ranges_lock guards the own-change ranges; the writer
+ * holds it across COMMIT. No function holds two of these locks, and none
+ * is held across a callback.
+ */
+struct store {
+	/* immutable after store_open */
+	char *path; /* as SQLite should see it */
+	unsigned busy_timeout_ms;
+	bool durable;	   /* synchronous=FULL for every commit */
+	pthread_key_t tls; /* -> this thread's struct rconn */
+	bool tls_ok, locks_ok, thread_ok;
+	pthread_t writer;
+
+	/* writer thread only (and store_open before it starts) */
+	sqlite3 *wdb;
+	sqlite3_stmt *w[W_NSTMT];
+	int64_t busy_start;	   /* when the current wait began */
+	bool unsynced;		   /* a NORMAL commit since the last fsync */
+	struct store_stats wstats; /* published into stats per batch */
+
+	pthread_mutex_t lock;
+	pthread_cond_t wake;	  /* the writer waits for ops */
+	struct op *queue;	  /* L: lock */
+	struct op **tail;	  /* L: lock */
+	bool stopping;		  /* L: lock */
+	struct store_stats stats; /* L: lock */
+
+	pthread_mutex_t ranges_lock;
+	struct seq_range *ranges; /* L: ranges_lock; ascending */
+	size_t nranges;		  /* L: ranges_lock */
+
+	pthread_mutex_t pool_lock;
+	struct rconn *conns; /* L: pool_lock; every read connection */
+	struct rconn *idle;  /* L: pool_lock; owned by no thread */
+};
+
+/* ---- errors and small helpers ---------------------------------------- */
+
+int store_errno(int rc)
+{
+	if (rc == SQLITE_IOERR_NOMEM)
+		return -ENOMEM;
+	switch (rc & 0xff) {
+	case SQLITE_OK:
+	case SQLITE_ROW:
+	case SQLITE_DONE:
+		return 0;
+	case SQLITE_FULL:
+		return -ENOSPC;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return -EAGAIN;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	case SQLITE_READONLY:
+		return -EROFS;
+	case SQLITE_PERM:
+		return -EPERM;
+	case SQLITE_AUTH:
+	case SQLITE_CANTOPEN:
+		return -EACCES;
+	case SQLITE_TOOBIG:
+	case SQLITE_NOLFS:
+		return -EFBIG;
+	case SQLITE_NOTADB: /* only seen when the file is opened */
+		return -EINVAL;
+	case SQLITE_INTERRUPT:
+		return -EINTR;
+	default: /* CORRUPT, IOERR, CONSTRAINT, SCHEMA, MISUSE, ... */
+		return -EIO;
+	}
+}
+
+/* store_errno(), refined by the OS error where SQLite keeps one. */
+static int sqlerr(sqlite3 *db, int rc)
+{
+	int e = db ? sqlite3_system_errno(db) : 0;
+
+	if ((rc & 0xff) == SQLITE_CANTOPEN && e > 0)
+		return -e;
+	if ((rc & 0xff) == SQLITE_IOERR && rc != SQLITE_IOERR_NOMEM &&
+	    (e == ENOSPC || e == EDQUOT || e == EROFS))
+		return e == EROFS ? -EROFS : -ENOSPC;
+	return store_errno(rc);
+}
+
+static int64_t clock_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void sleep_ns(int64_t ns)
+{
+	struct timespec ts = {ns / 1000000000, ns % 1000000000};
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+/* fs/ checks keys too; the store refuses what it could not round-trip. */
+static int check_key(const void *key, size_t klen)
+{
+	if (!key || klen == 0)
+		return -EINVAL;
+	if (klen > STORE_MAX_KEY)
+		return -ENAMETOOLONG;
+	if (memchr(key, '\0', klen) || memchr(key, '/', klen))
+		return -EINVAL;
+	return 0;
+}
+
+static int check_args(const char *region, const void *key, size_t klen)
+{
+	return region ? check_key(key, klen) : -EINVAL;
+}
+
+static int bind_rk(sqlite3_stmt *s, const char *region, const void *key,
+		   size_t klen)
+{
+	int rc = sqlite3_bind_text(s, 1, region, -1, SQLITE_STATIC);
+
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_text(s, 2, key, (int)klen, SQLITE_STATIC);
+	return rc;
+}
+
+static uint64_t col_u64(sqlite3_stmt *s, int col)
+{
+	sqlite3_int64 v = sqlite3_column_int64(s, col);
+
+	return v > 0 ? (uint64_t)v : 0;
+}
+
+/* Columns col.. are size, mtime_ns, version (NULL reads as 0). */
+static void col_meta(sqlite3_stmt *s, int col, struct store_meta *meta)
+{
+	meta->size = col_u64(s, col);
+	meta->mtime_ns = sqlite3_column_int64(s, col + 1);
+	meta->version = col_u64(s, col + 2);
+}
+
+static int prepare_all(sqlite3 *db, const char *const *sql, int n,
+		       sqlite3_stmt **out)
+{
+	int i, rc;
+
+	for (i = 0; i < n; i++) {
+		rc = sqlite3_prepare_v3(db, sql[i], -1,
+					SQLITE_PREPARE_PERSISTENT, &out[i],
+					NULL);
+		if (rc != SQLITE_OK)
+			return sqlerr(db, rc);
+	}
+	return 0;
+}
+
+static void finalize_all(sqlite3_stmt **stmt, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		sqlite3_finalize(stmt[i]);
+		stmt[i] = NULL;
+	}
+}
+
+/* Runs constant SQL (pragmas, DDL) that binds nothing. */
+static int exec_sql(sqlite3 *db, const char *sql)
+{
+	int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+
+	return rc == SQLITE_OK ? 0 : sqlerr(db, rc);
+}
+
+/* Steps a statement that yields one integer row, then resets it. */
+static int step_int(sqlite3 *db, sqlite3_stmt *s, int64_t *v)
+{
+	int rc = sqlite3_step(s);
+
+	if (rc == SQLITE_ROW)
+		*v = sqlite3_column_int64(s, 0);
+	sqlite3_reset(s);
+	if (rc == SQLITE_ROW)
+		return 0;
+	return rc == SQLITE_DONE ? -ENOENT : sqlerr(db, rc);
+}
+
+/* ---- opening ----------------------------------------------------------- */
+
+/* fsync()s the directory holding path, so a new file's name is durable. */
+static void sync_parent_dir(const char *path)
+{
+	char *copy = strdup(path);
+	int fd;
+
+	if (!copy)
+		return; /* best effort: the file itself was created fine */
+	fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		fsync(fd);
+		close(fd);
+	}
+	free(copy);
+}
+
+/*
+ * Creates the database file with mode 0600 if it does not exist, so that
+ * the umask never widens it (SQLite gives -wal and -shm the same mode).
+ */
+static int create_file(const char *path)
+{
+	int fd, rc = 0;
+
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return errno == EEXIST ? 0 : -errno;
+	if (fchmod(fd, 0600))
+		rc = -errno;
+	close(fd);
+	if (rc == 0)
+		sync_parent_dir(path);
+	return rc;
+}
+
+/*
+ * Runs constant SQL that yields one row and compares its first column:
+ * with text (as text) if text is not NULL, else *v gets it as an integer.
+ * Returns 0 (equal or read), 1 (text differs) or -errno.
+ */
+static int query_one(sqlite3 *db, const char *sql, const char *text, int64_t *v)
+{
+	const char *got;
+	sqlite3_stmt *s;
+	int rc;
+
+	rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
+	if (rc != SQLITE_OK)
+		return sqlerr(db, rc);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW && text) {
+		got = (const char *)sqlite3_column_text(s, 0);
+		rc = got && !strcmp(got, text) ? 0 : 1;
+	} else if (rc == SQLITE_ROW) {
+		*v = sqlite3_column_int64(s, 0);
+		rc = 0;
+	} else {
+		rc = rc == SQLITE_DONE ? -EIO : sqlerr(db, rc);
+	}
+	sqlite3_finalize(s);
+	return rc;
+}
+
+/*
+ * Creates or upgrades the schema in one transaction. -EPROTO for a newer
+ * version than we know, a user_version 0 database that already holds
+ * tables (not ours), or one not in UTF-8 (keys would be converted).
+ */
+static int schema_upgrade(sqlite3 *db)
+{
+	int64_t v, nobjects;
+	char sql[64];
+	int rc;
+
+	rc = exec_sql(db, "BEGIN IMMEDIATE");
+	if (rc == 0)
+		rc = query_one(db, "PRAGMA user_version", NULL, &v);
+	if (rc == 0)
+		rc = query_one(db, "SELECT count(*) FROM sqlite_schema", NULL,
+			       &nobjects);
+	if (rc == 0 && (v > SCHEMA_VERSION || (v == 0 && nobjects)))
+		rc = -EPROTO;
+	if (rc == 0 && v > 0 && query_one(db, "PRAGMA encoding", "UTF-8", NULL))
+		rc = -EPROTO;
+	for (; rc == 0 && v < SCHEMA_VERSION; v++) {
+		rc = exec_sql(db, schema_steps[v]);
+		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d",
+			 (int)v + 1);
+		if (rc == 0)
+			rc = exec_sql(db, sql);
+	}
+	if (rc == 0)
+		rc = exec_sql(db, "COMMIT");
+	if (rc && !sqlite3_get_autocommit(db))
+		exec_sql(db, "ROLLBACK");
+	return rc;
+}
+
+static int writer_busy(void *arg, int count);
+
+/* Sets the write connection's pragmas; WAL must really be on. */
+static int writer_pragmas(struct store *st)
+{
+	char sql[256];
+	int rc;
+
+	rc = query_one(st->wdb, "PRAGMA journal_mode = WAL", "wal", NULL);
+	if (rc)
+		return rc < 0 ? rc : -ENOTSUP; /* e.g. no shared memory */
+	/* secure_delete=FAST: Debian's default (ON) rewrites freed pages */
+	snprintf(sql, sizeof(sql),
+		 "PRAGMA synchronous = %s; PRAGMA foreign_keys = OFF; "
+		 "PRAGMA cache_size = -%d; PRAGMA journal_size_limit = %d; "
+		 "PRAGMA secure_delete = FAST",
+		 st->durable ? "FULL" : "NORMAL", WRITER_CACHE_KB,
+		 WAL_LIMIT_BYTES);
+	return exec_sql(st->wdb, sql);
+}
+
+static int writer_open(struct store *st)
+{
+	int rc;
+
+	rc = sqlite3_open_v2(st->path, &st->wdb,
+			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK)
+		return sqlerr(st->wdb, rc);
+	sqlite3_extended_result_codes(st->wdb, 1);
+	sqlite3_busy_handler(st->wdb, writer_busy, st);
+	rc = writer_pragmas(st);
+	if (rc == 0)
+		rc = schema_upgrade(st->wdb);
+	if (rc == 0)
+		rc = prepare_all(st->wdb, write_sql, W_NSTMT, st->w);
+	return rc;
+}
+
+/* ---- read connections ------------------------------------------------- */
+
+static void rconn_close(struct rconn *rc)
+{
+	finalize_all(rc->stmt, R_NSTMT);
+	sqlite3_close_v2(rc->db);
+	free(rc);
+}
+
+/* pthread key destructor: the exiting thread's connection goes idle. */
+static void rconn_release(void *arg)
+{
+	struct rconn *rc = arg;
+	struct store *st = rc->st;
+
+	pthread_mutex_lock(&st->pool_lock);
+	rc->next_free = st->idle;
+	st->idle = rc;
+	pthread_mutex_unlock(&st->pool_lock);
+}
+
+static int rconn_open(struct store *st, struct rconn **out)
+{
+	char sql[64];
+	struct rconn *rc;
+	int err;
+
+	rc = calloc(1, sizeof(*rc));
+	if (!rc)
+		return -ENOMEM;
+	rc->st = st;
+	err = sqlite3_open_v2(st->path, &rc->db,
+			      SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+	if (err != SQLITE_OK) {
+		err = sqlerr(rc->db, err);
+		rconn_close(rc);
+		return err;
+	}
+	sqlite3_extended_result_codes(rc->db, 1);
+	sqlite3_busy_timeout(rc->db, (int)st->busy_timeout_ms);
+	snprintf(sql, sizeof(sql), "PRAGMA cache_size = -%d", READER_CACHE_KB);
+	err = exec_sql(rc->db, sql);
+	if (err) {
+		rconn_close(rc);
+		return err;
+	}
+	pthread_mutex_lock(&st->pool_lock);
+	rc->next_all = st->conns;
+	st->conns = rc;
+	pthread_mutex_unlock(&st->pool_lock);
+	*out = rc;
+	return 0;
+}
+
+/* The calling thread's read connection, opened or taken from the pool. */
+static int rconn_get(struct store *st, struct rconn **out)
+{
+	struct rconn *rc = pthread_getspecific(st->tls);
+	int err;
+
+	if (rc) {
+		*out = rc;
+		return 0;
+	}
+	pthread_mutex_lock(&st->pool_lock);
+	rc = st->idle;
+	if (rc)
+		st->idle = rc->next_free;
+	pthread_mutex_unlock(&st->pool_lock);
+	if (!rc) {
+		err = rconn_open(st, &rc);
+		if (err)
+			return err;
+	}
+	rc->dv_valid = false;
+	if (pthread_setspecific(st->tls, rc)) {
+		rconn_release(rc);
+		return -ENOMEM;
+	}
+	*out = rc;
+	return 0;
+}
+
+/* Statement idx of the calling thread's read connection. */
+static int rstmt(struct store *st, int idx, struct rconn **rcp,
+		 sqlite3_stmt **out)
+{
+	struct rconn *rc;
+	int err;
+
+	err = rconn_get(st, &rc);
+	if (err)
+		return err;
+	if (!rc->stmt[idx]) {
+		err = sqlite3_prepare_v3(rc->db, read_sql[idx], -1,
+					 SQLITE_PREPARE_PERSISTENT,
+					 &rc->stmt[idx], NULL);
+		if (err != SQLITE_OK)
+			return sqlerr(rc->db, err);
+	}
+	*rcp = rc;
+	*out = rc->stmt[idx];
+	return 0;
+}
+
+/* ---- reads ------------------------------------------------------------ */
+
+/* Copies column 0 of the current row of s into a malloc()ed buffer. */
+static int copy_value(sqlite3_stmt *s, void **data, uint64_t *len)
+{
+	const void *src = sqlite3_column_blob(s, 0); /* bytes of TEXT too */
+	int n = sqlite3_column_bytes(s, 0);
+
+	*len = n;
+	if (n == 0)
+		return 0; /* an empty value reads as NULL */
+	*data = src ? malloc(n) : NULL;
+	if (!*data)
+		return -ENOMEM;
+	memcpy(*data, src, n);
+	return 0;
+}
+
+/*
+ * Steps s, bound to (region, key), on rc; runs row(s, arg) on the row.
+ * -ENOENT if there is none. Resets s before returning.
+ */
+static int read_row(struct rconn *rc, sqlite3_stmt *s, const char *region,
+		    const void *key, size_t klen,
+		    int (*row)(sqlite3_stmt *s, void *arg), void *arg)
+{
+	int err = bind_rk(s, region, key, klen);
+
+	if (err == SQLITE_OK)
+		err = sqlite3_step(s);
+	if (err == SQLITE_ROW)
+		err = row(s, arg);
+	else
+		err = err == SQLITE_DONE ? -ENOENT : sqlerr(rc->db, err);
+	sqlite3_reset(s);
+	return err;
+}
+
+struct load_out {
+	void **data;
+	struct store_meta meta;
+};
+
+static int load_row(sqlite3_stmt *s, void *arg)
+{
+	struct load_out *o = arg;
+
+	o->meta.mtime_ns = sqlite3_column_int64(s, 1);
+	o->meta.version = col_u64(s, 2);
+	return copy_value(s, o->data, &o->meta.size);
+}
+
+static int stat_row(sqlite3_stmt *s, void *arg)
+{
+	col_meta(s, 0, arg);
+	return 0;
+}
+
+int store_load(struct store *st, const char *region, const void *key,
+	       size_t klen, void **data, struct store_meta *meta)
+{
+	struct load_out o = {.data = data};
+	struct rconn *rc;
+	sqlite3_stmt *s;
+	int err;
+
+	*data = NULL;
+	err = check_args(region, key, klen);
+	if (err == 0)
+		err = rstmt(st, R_LOAD, &rc, &s);
+	if (err == 0)
+		err = read_row(rc, s, region, key, klen, load_row, &o);
+	if (err == 0 && meta)
+		*meta = o.meta;
+	return err;
+}
+
+int store_stat(struct store *st, const char *region, const void *key,
+	       size_t klen, struct store_meta *meta)
+{
+	struct store_meta m;
+	struct rconn *rc;
+	sqlite3_stmt *s;
+	int err;
+
+	err = check_args(region, key, klen);
+	if (err == 0)
+		err = rstmt(st, R_STAT, &rc, &s);
+	if (err == 0)
+		err = read_row(rc, s, region, key, klen, stat_row, &m);
+	if (err == 0 && meta)
+		*meta = m;
+	return err;
+}
+
+/* One key of a store_list() chunk, copied out of SQLite. */
+struct list_item {
+	struct store_meta meta;
+	size_t klen;
+	char key[STORE_MAX_KEY];
+};
+
+/*
+ * Reads up to want keys after (from, flen) into items. SQL skips keys
+ * that are no valid file name (an outside writer's), so each fits.
+ */
+static int list_fetch(struct store *st, const char *region, const void *from,
+		      size_t flen, size_t want, struct list_item *items,
+		      size_t *n)
+{
+	struct rconn *rc;
+	sqlite3_stmt *s;
+	int err;
+
+	*n = 0;
+	err = rstmt(st, R_LIST, &rc, &s);
+	if (err)
+		return err;
+	err = bind_rk(s, region, flen ? from : "", flen);
+	if (err == SQLITE_OK)
+		err = sqlite3_bind_int64(s, 3, (sqlite3_int64)want);
+	while (err == SQLITE_OK && (err = sqlite3_step(s)) == SQLITE_ROW) {
+		items[*n].klen = sqlite3_column_bytes(s, 0);
+		if (items[*n].klen > STORE_MAX_KEY) { /* SQL_KEY_IS_NAME */
+			err = SQLITE_INTERNAL;
+			break;
+		}
+		memcpy(items[*n].key, sqlite3_column_blob(s, 0),
+		       items[*n].klen);
+		col_meta(s, 1, &items[*n].meta);
+		(*n)++;
+		err = SQLITE_OK;
+	}
+	sqlite3_reset(s);
+	return err == SQLITE_DONE ? 0 : sqlerr(rc->db, err);
+}
+
+int store_list(struct store *st, const char *region, const void *after,
+	       size_t alen, size_t max, store_list_fn fn, void *ctx)
+{
+	struct list_item *items;
+	char from[STORE_MAX_KEY];
+	size_t count = 0, flen, n, i, want;
+	int err = 0;
+
+	if (!region || !fn || (alen && !after) || alen > STORE_MAX_KEY)
+		return -EINVAL;
+	items = malloc(LIST_CHUNK * sizeof(*items));
+	if (!items)
+		return -ENOMEM;
+	flen = alen;
+	if (alen)
+		memcpy(from, after, alen);
+	while (count < max) {
+		want = max - count < LIST_CHUNK ? max - count : LIST_CHUNK;
+		err = list_fetch(st, region, from, flen, want, items, &n);
+		if (err)
+			break;
+		for (i = 0; i < n; i++) {
+			count++;
+			if (fn(ctx, items[i].key, items[i].klen,
+			       &items[i].meta))
+				goto out;
+		}
+		if (n < want)
+			break;
+		flen = items[n - 1].klen;
+		memcpy(from, items[n - 1].key, flen);
+	}
+out:
+	free(items);
+	return err ? err : (int)(count > INT_MAX ? INT_MAX : count);
+}
+
+int store_region_usage(struct store *st, const char *region, uint64_t *nkeys,
+		       uint64_t *bytes)
+{
+	struct rconn *rc;
+	sqlite3_stmt *s;
+	int err;
+
+	if (!region)
+		return -EINVAL;
+	err = rstmt(st, R_USAGE, &rc, &s);
+	if (err)
+		return err;
+	err = sqlite3_bind_text(s, 1, region, -1, SQLITE_STATIC);
+	if (err == SQLITE_OK)
+		err = sqlite3_step(s);
+	if (err == SQLITE_ROW) {
+		*nkeys = col_u64(s, 0);
+		*bytes = col_u64(s, 1);
+	}
+	sqlite3_reset(s);
+	if (err == SQLITE_ROW)
+		return 0;
+	return err == SQLITE_DONE ? -EIO : sqlerr(rc->db, err);
+}
+
+/* ---- own-change ranges -------------------------------------------------- */
+
+/* Records lo..hi as ours; the caller holds ranges_lock. */
+static void ranges_add_locked(struct store *st, uint64_t lo, uint64_t hi)
+{
+	struct seq_range *last;
+
+	if (hi < lo)
+		return;
+	last = st->nranges ? &st->ranges[st->nranges - 1] : NULL;
+	if (last && last->hi + 1 >= lo) {
+		if (hi > last->hi)
+			last->hi = hi;
+		return;
+	}
+	if (st->nranges == MAX_OWN_RANGES) {
+		/* forget the oldest half: they show up as outside changes */
+		memmove(st->ranges, st->ranges + MAX_OWN_RANGES / 2,
+			(MAX_OWN_RANGES / 2) * sizeof(*st->ranges));
+		st->nranges = MAX_OWN_RANGES / 2;
+	}
+	st->ranges[st->nranges].lo = lo;
+	st->ranges[st->nranges].hi = hi;
+	st->nranges++;
+}
+
+/*
+ * True if every seq of lo..hi is ours; the caller holds ranges_lock.
+ * Adjacent ranges are merged, so a covered span lies in one range.
+ */
+static bool ranges_cover_locked(struct store *st, uint64_t lo, uint64_t hi)
+{
+	size_t a = 0, b = st->nranges, m;
+
+	while (a < b) { /* first range with hi >= lo */
+		m = a + (b - a) / 2;
+		if (st->ranges[m].hi < lo)
+			a = m + 1;
+		else
+			b = m;
+	}
+	return a < st->nranges && st->ranges[a].lo <= lo &&
+	       st->ranges[a].hi >= hi;
+}
+
+/* Drops the ranges at or below seq; the caller holds ranges_lock. */
+static void ranges_forget_locked(struct store *st, uint64_t seq)
+{
+	size_t i = 0;
+
+	while (i < st->nranges && st->ranges[i].hi <= seq)
+		i++;
+	memmove(st->ranges, st->ranges + i,
+		(st->nranges - i) * sizeof(*st->ranges));
+	st->nranges -= i;
+}
+
+static bool ranges_cover(struct store *st, uint64_t lo, uint64_t hi)
+{
+	bool own;
+
+	pthread_mutex_lock(&st->ranges_lock);
+	own = ranges_cover_locked(st, lo, hi);
+	pthread_mutex_unlock(&st->ranges_lock);
+	return own;
+}
+
+/* ---- change feed -------------------------------------------------------- */
+
+int store_changes_head(struct store *st, uint64_t *cursor)
+{
+	struct rconn *rc;
+	sqlite3_stmt *s;
+	int64_t v;
+	int err;
+
+	err = rstmt(st, R_HEAD, &rc, &s);
+	if (err == 0)
+		err = step_int(rc->db, s, &v);
+	if (err)
+		return err == -ENOENT ? -EIO : err;
+	*cursor = v > 0 ? (uint64_t)v : 0;
+	return 0;
+}
+
+/* One change read from the feed; region and key point into page->buf. */
+struct feed_row {
+	uint64_t seq;
+	size_t region_off, key_off, klen;
+	bool own;
+};
+
+struct feed_page {
+	struct feed_row rows[FEED_PAGE];
+	size_t n;
+	char *buf; /* NUL-terminated regions and keys */
+	size_t len, cap;
+};
+
+/* One store_changes() call. */
+struct feed_pass {
+	store_change_fn fn;
+	void *ctx;
+	uint64_t head;	  /* read once: the pass ends there */
+	int calls;	  /* of fn */
+	bool invalidated; /* fn(NULL) was called */
+	bool stop;	  /* fn returned nonzero */
+};
+
+/* Appends bytes and a NUL to p->buf; returns the offset or -1. */
+static ssize_t page_append(struct feed_page *p, const void *b, size_t n)
+{
+	size_t need = p->len + n + 1, off = p->len, cap;
+	char *nb;
+
+	if (need > p->cap) {
+		cap = need > 2 * p->cap ? need : 2 * p->cap;
+		nb = realloc(p->buf, cap);
+		if (!nb)
+			return -1;
+		p->buf = nb;
+		p->cap = cap;
+	}
+	if (n)
+		memcpy(p->buf + off, b, n);
+	p->buf[off + n] = '\0';
+	p->len = need;
+	return off;
+}
+
+static int page_add(struct feed_page *p, sqlite3_stmt *s)
+{
+	struct feed_row *r = &p->rows[p->n];
+	ssize_t ro, ko;
+
+	r->seq = col_u64(s, 0);
+	ro = page_append(p, sqlite3_column_text(s, 1),
+			 sqlite3_column_bytes(s, 1));
+	ko = page_append(p, sqlite3_column_text(s, 2),
+			 sqlite3_column_bytes(s, 2));
+	if (ro < 0 || ko < 0)
+		return SQLITE_NOMEM;
+	r->region_off = ro;
+	r->key_off = ko;
+	r->klen = sqlite3_column_bytes(s, 2);
+	p->n++;
+	return SQLITE_OK;
+}
+
+/* Reads the changes after cursor up to head, one page, into p. */
+static int feed_fetch(struct store *st, uint64_t cursor, uint64_t head,
+		      struct feed_page *p)
+{
+	struct rconn *rc;
+	sqlite3_stmt *s;
+	size_t i;
+	int err;
+
+	p->n = p->len = 0;
+	err = rstmt(st, R_FEED, &rc, &s);
+	if (err)
+		return err;
+	err = sqlite3_bind_int64(s, 1, (sqlite3_int64)cursor);
+	if (err == SQLITE_OK)
+		err = sqlite3_bind_int64(s, 2, (sqlite3_int64)head);
+	if (err == SQLITE_OK)
+		err = sqlite3_bind_int(s, 3, FEED_PAGE);
+	while (err == SQLITE_OK && (err = sqlite3_step(s)) == SQLITE_ROW)
+		err = page_add(p, s);
+	sqlite3_reset(s);
+	if (err != SQLITE_DONE)
+		return sqlerr(rc->db, err);
+	/* our rows were recorded before we could read them: design note */
+	pthread_mutex_lock(&st->ranges_lock);
+	for (i = 0; i < p->n; i++)
+		p->rows[i].own =
+			ranges_cover_locked(st, p->rows[i].seq, p->rows[i].seq);
+	pthread_mutex_unlock(&st->ranges_lock);
+	return 0;
+}
+
+/*
+ * Rows lo..hi are missing: pruned (or deleted by hand). Unless they were
+ * all ours, fn(NULL) tells the caller to invalidate everything; once per
+ * pass is enough, as every missing row predates that call.
+ */
+static void feed_hole(struct store *st, struct feed_pass *fp, uint64_t lo,
+		      uint64_t hi)
+{
+	if (hi < lo || fp->invalidated || ranges_cover(st, lo, hi))
+		return;
+	fp->invalidated = true;
+	fp->calls++;
+	fp->stop = fp->fn(fp->ctx, NULL, NULL, 0) != 0;
+}
+
+/* Delivers p's outside changes and holes, advancing *cursor. */
+static void feed_emit(struct store *st, struct feed_pass *fp,
+		      struct feed_page *p, uint64_t *cursor)
+{
+	struct feed_row *r;
+	size_t i;
+
+	for (i = 0; i < p->n && !fp->stop; i++) {
+		r = &p->rows[i];
+		feed_hole(st, fp, *cursor + 1, r->seq - 1);
+		*cursor = r->seq - 1;
+		if (fp->stop)
+			return;
+		*cursor = r->seq;
+		if (r->own)
+			continue;
+		fp->calls++;
+		fp->stop = fp->fn(fp->ctx, p->buf + r->region_off,
+				  p->buf + r->key_off, r->klen) != 0;
+	}
+	if (p->n < FEED_PAGE && !fp->stop) { /* reached the head */
+		feed_hole(st, fp, *cursor + 1, fp->head);
+		*cursor = fp->head;
+	}
+}
+
+/* Pages through the feed from *cursor to fp->head. */
+static int feed_pass(struct store *st, struct feed_pass *fp, uint64_t *cursor)
+{
+	struct feed_page *p;
+	int err = 0;
+
+	if (fp->head < *cursor) { /* the feed went backwards: a new file */
+		*cursor = fp->head;
+		fp->invalidated = true;
+		fp->calls++;
+		fp->stop = fp->fn(fp->ctx, NULL, NULL, 0) != 0;
+		return 0;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	while (*cursor < fp->head && !fp->stop) {
+		err = feed_fetch(st, *cursor, fp->head, p);
+		if (err)
+			break;
+		feed_emit(st, fp, p, cursor);
+	}
+	free(p->buf);
+	free(p);
+	return err;
+}
+
+int store_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
+		  void *ctx)
+{
+	struct feed_pass fp = {.fn = fn, .ctx = ctx};
+	struct rconn *rc;
+	sqlite3_stmt *s;
+	int64_t dv;
+	int err;
+
+	if (!fn)
+		return -EINVAL;
+	err = rstmt(st, R_DATA_VERSION, &rc, &s);
+	if (err == 0)
+		err = step_int(rc->db, s, &dv);
+	if (err)
+		return err == -ENOENT ? -EIO : err;
+	if (rc->dv_valid && rc->dv == dv && *cursor >= rc->dv_head)
+		return 0; /* nobody committed since our last full pass */
+	rc->dv_valid = false;
+	err = store_changes_head(st, &fp.head);
+	if (err == 0)
+		err = feed_pass(st, &fp, cursor);
+	if (err == 0 && !fp.stop) {
+		rc->dv = dv;
+		rc->dv_head = *cursor;
+		rc->dv_valid = true;
+	}
+	pthread_mutex_lock(&st->ranges_lock);
+	ranges_forget_locked(st, *cursor);
+	pthread_mutex_unlock(&st->ranges_lock);
+	return err ? err : fp.calls;
+}
+
+/* ---- the writer thread ---------------------------------------------------- */
+
+/*
+ * Busy handler of the write connection (the writer thread, or store_open
+ * before it starts): waits with exponential backoff, 1 to 8 ms, until
+ * busy_timeout_ms has passed since the wait began. SQLite's locks are not
+ * fair; short naps keep our odds against an outside writer in a loop.
+ */
+static int writer_busy(void *arg, int count)
+{
+	struct store *st = arg;
+	int64_t now = clock_ns(CLOCK_MONOTONIC), left, nap;
+
+	if (count == 0)
+		st->busy_start = now;
+	left = st->busy_start + (int64_t)st->busy_timeout_ms * 1000000 - now;
+	if (left <= 0)
+		return 0;
+	nap = (int64_t)1000000 << (count < 3 ? count : 3);
+	sleep_ns(nap < left ? nap : left);
+	st->wstats.busy_retries++;
+	return 1;
+}
+
+/*
+ * Steps a parameterless writer statement (BEGIN, COMMIT), retrying
+ * SQLITE_BUSY that bypassed the busy handler until the timeout. Returns
+ * the SQLite code.
+ */
+static int wstep_retry(struct store *st, int idx)
+{
+	int64_t deadline = clock_ns(CLOCK_MONOTONIC) +
+			   (int64_t)st->busy_timeout_ms * 1000000;
+	int rc, tries = 0;
+
+	for (;;) {
+		rc = sqlite3_step(st->w[idx]);
+		sqlite3_reset(st->w[idx]);
+		if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
+			return rc;
+		if (clock_ns(CLOCK_MONOTONIC) >= deadline)
+			return rc;
+		sleep_ns((int64_t)1000000 << (tries < 3 ? tries : 3));
+		tries++;
+		st->wstats.busy_retries++;
+	}
+}
+
+static int wstep(struct store *st, int idx)
+{
+	int rc = sqlite3_step(st->w[idx]);
+
+	sqlite3_reset(st->w[idx]);
+	return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : sqlerr(st->wdb, rc);
+}
+
+static int op_put(struct store *st, struct op *op)
+{
+	sqlite3_stmt *s = st->w[W_PUT];
+	int64_t now = clock_ns(CLOCK_REALTIME);
+	int rc;
+
+	rc = bind_rk(s, op->region, op->key, op->klen);
+	if (rc == SQLITE_OK)
+		rc = op->len ? sqlite3_bind_blob64(s, 3, op->data, op->len,
+						   SQLITE_STATIC)
+			     : sqlite3_bind_zeroblob(s, 3, 0);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(s, 4, (sqlite3_int64)op->len);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(s, 5, now);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(s);
+	if (rc == SQLITE_ROW) {
+		op->meta.version = col_u64(s, 0);
+		rc = sqlite3_step(s);
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE)
+		return sqlerr(st->wdb, rc);
+	op->meta.size = op->len;
+	op->meta.mtime_ns = now;
+	return 0;
+}
+
+static int op_delete(struct store *st, struct op *op)
+{
+	sqlite3_stmt *s = st->w[W_DELETE];
+	int rc;
+
+	rc = bind_rk(s, op->region, op->key, op->klen);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE)
+		return sqlerr(st->wdb, rc);
+	return sqlite3_changes(st->wdb) ? 0 : -ENOENT;
+}
+
+/* Version of (region, key) in the write transaction; -ENOENT if absent. */
+static int row_version(struct store *st, const char *region, const void *key,
+		       size_t klen, int64_t *v)
+{
+	sqlite3_stmt *s = st->w[W_VERSION];
+	int rc = bind_rk(s, region, key, klen);
+
+	if (rc != SQLITE_OK) {
+		sqlite3_reset(s);
+		return sqlerr(st->wdb, rc);
+	}
+	return step_int(st->wdb, s, v);
+}
+
+/*
+ * Moves the source row (its value is not copied) onto the target name,
+ * replacing the target row in the same statement. The new version is
+ * above both old ones, so no reader ever sees one version number for two
+ * contents of the target.
+ */
+static int op_rename(struct store *st, struct op *op)
+{
+	sqlite3_stmt *s = st->w[W_RENAME];
+	int64_t sv, tv = 0;
+	int rc;
+
+	rc = row_version(st, op->region, op->key, op->klen, &sv);
+	if (rc)
+		return rc;
+	if (op->klen == op->klen2 && !memcmp(op->key, op->key2, op->klen))
+		return 0;
+	rc = row_version(st, op->region, op->key2, op->klen2, &tv);
+	if (rc && rc != -ENOENT)
+		return rc;
+	rc = bind_rk(s, op->region, op->key, op->klen);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_text(s, 3, op->key2, (int)op->klen2,
+				       SQLITE_STATIC);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(s, 4, clock_ns(CLOCK_REALTIME));
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(s, 5, (sv > tv ? sv : tv) + 1);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? 0 : sqlerr(st->wdb, rc);
+}
+
+/* Deletes the oldest feed rows up to the first one not older than cutoff. */
+static int op_prune(struct store *st, struct op *op)
+{
+	sqlite3_stmt *s = st->w[W_PRUNE_FIND];
+	int64_t keep = INT64_MAX;
+	int rc;
+
+	rc = sqlite3_bind_int64(s, 1, op->cutoff_ms);
+	if (rc != SQLITE_OK)
+		return sqlerr(st->wdb, rc);
+	rc = step_int(st->wdb, s, &keep); /* -ENOENT: every row is old */
+	if (rc && rc != -ENOENT)
+		return rc;
+	s = st->w[W_PRUNE];
+	rc = sqlite3_bind_int64(s, 1, keep);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(s);
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? 0 : sqlerr(st->wdb, rc);
+}
+
+static int op_run(struct store *st, struct op *op)
+{
+	switch (op->kind) {
+	case OP_PUT:
+		return op_put(st, op);
+	case OP_DELETE:
+		return op_delete(st, op);
+	case OP_RENAME:
+		return op_rename(st, op);
+	case OP_PRUNE:
+		return op_prune(st, op);
+	case OP_SYNC:
+		break;
+	}
+	return 0;
+}
+
+static bool op_changes_kv(const struct op *op)
+{
+	return op->kind == OP_PUT || op->kind == OP_DELETE ||
+	       op->kind == OP_RENAME;
+}
+
+/* What a batch holds: changes of kv, writes at all, a durability ask. */
+struct batch_info {
+	unsigned nchanges, nwrites;
+	bool durable;
+};
+
+static void batch_scan(const struct op *batch, struct batch_info *bi)
+{
+	const struct op *op;
+
+	memset(bi, 0, sizeof(*bi));
+	for (op = batch; op; op = op->next) {
+		bi->nchanges += op_changes_kv(op);
+		bi->nwrites += op->kind != OP_SYNC;
+		bi->durable |=
+			op->kind == OP_SYNC || (op->flags & STORE_DURABLE);
+	}
+}
+
+/* Every op of the batch fails with err. */
+static void batch_fail(struct store *st, struct op *batch, int err)
+{
+	struct op *op;
+
+	for (op = batch; op; op = op->next) {
+		op->rc = err;
+		st->wstats.errors += op_changes_kv(op);
+	}
+}
+
+/* Runs every op; returns nonzero only if SQLite aborted the transaction. */
+static int batch_apply(struct store *st, struct op *batch)
+{
+	struct op *op;
+
+	for (op = batch; op; op = op->next) {
+		op->rc = op_run(st, op);
+		if (op->rc && sqlite3_get_autocommit(st->wdb))
+			return op->rc;
+	}
+	return 0;
+}
+
+/* Commits, recording lo..hi as our own feed range if the commit holds. */
+static int batch_commit(struct store *st, uint64_t lo, uint64_t hi)
+{
+	int64_t t0 = clock_ns(CLOCK_MONOTONIC);
+	int rc;
+
+	pthread_mutex_lock(&st->ranges_lock);
+	rc = wstep_retry(st, W_COMMIT);
+	if (rc == SQLITE_DONE)
+		ranges_add_locked(st, lo, hi);
+	pthread_mutex_unlock(&st->ranges_lock);
+	st->wstats.commit_ns += clock_ns(CLOCK_MONOTONIC) - t0;
+	return rc == SQLITE_DONE ? 0 : sqlerr(st->wdb, rc);
+}
+
+/* Counts the batch's outcome once it is committed. */
+static void batch_account(struct store *st, struct op *batch,
+			  const struct batch_info *bi)
+{
+	struct op *op;
+
+	st->wstats.commits++;
+	if (bi->nchanges > st->wstats.max_batch)
+		st->wstats.max_batch = bi->nchanges;
+	for (op = batch; op; op = op->next) {
+		if (!op_changes_kv(op))
+			continue;
+		if (op->rc == 0)
+			st->wstats.rows++;
+		else if (op->rc != -ENOENT)
+			st->wstats.errors++;
+	}
+}
+
+/* fsync()s the WAL through SQLite's own handle (see the design note). */
+static int wal_sync(struct store *st)
+{
+	sqlite3_file *f = NULL;
+	int rc;
+
+	rc = sqlite3_file_control(st->wdb, "main", SQLITE_FCNTL_JOURNAL_POINTER,
+				  &f);
+	if (rc != SQLITE_OK)
+		return sqlerr(st->wdb, rc);
+	if (!f || !f->pMethods)
+		return 0;
+	rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);
+	return rc == SQLITE_OK ? 0 : sqlerr(st->wdb, rc);
+}
+
+/* BEGIN IMMEDIATE, the ops, COMMIT. Returns 0 or the batch's error. */
+static int batch_txn(struct store *st, struct op *batch,
+		     const struct batch_info *bi)
+{
+	int64_t lo, hi;
+	int rc;
+
+	rc = wstep_retry(st, W_BEGIN);
+	if (rc != SQLITE_DONE)
+		return sqlerr(st->wdb, rc);
+	rc = step_int(st->wdb, st->w[W_HEAD], &lo);
+	if (rc == 0)
+		rc = batch_apply(st, batch);
+	if (rc == 0)
+		rc = step_int(st->wdb, st->w[W_HEAD], &hi);
+	if (rc == 0)
+		rc = batch_commit(st, lo + 1, hi);
+	if (rc) {
+		if (!sqlite3_get_autocommit(st->wdb))
+			wstep(st, W_ROLLBACK);
+		return rc;
+	}
+	batch_account(st, batch, bi);
+	return 0;
+}
+
+/*
+ * After a committed batch: a commit that wrote with synchronous=FULL
+ * fsynced the WAL; one that wrote with NORMAL leaves the WAL unsynced; a
+ * durable batch that wrote nothing fsyncs it if needed.
+ */
+static int batch_sync(struct store *st, const struct batch_info *bi, bool wrote,
+		      bool full)
+{
+	int rc;
+
+	if (wrote) {
+		st->unsynced = !full;
+		return 0;
+	}
+	if (!bi->durable || !st->unsynced)
+		return 0;
+	rc = wal_sync(st);
+	if (rc == 0)
+		st->unsynced = false;
+	return rc;
+}
+
+/* The whole life of one batch; sets every op's rc. */
+static void batch_run(struct store *st, struct op *batch)
+{
+	int changes0 = sqlite3_total_changes(st->wdb);
+	struct batch_info bi;
+	bool switched;
+	int rc = 0;
+
+	batch_scan(batch, &bi);
+	switched = bi.durable && bi.nwrites && !st->durable;
+	if (switched)
+		rc = exec_sql(st->wdb, sync_full_sql);
+	if (rc == 0 && bi.nwrites)
+		rc = batch_txn(st, batch, &bi);
+	if (switched)
+		exec_sql(st->wdb, sync_normal_sql); /* fails: only slower */
+	if (rc == 0)
+		rc = batch_sync(st, &bi,
+				sqlite3_total_changes(st->wdb) != changes0,
+				st->durable || switched);
+	if (rc)
+		batch_fail(st, batch, rc);
+}
+
+static void *writer_main(void *arg)
+{
+	struct store *st = arg;
+	struct op *batch, *op, *next;
+
+	pthread_mutex_lock(&st->lock);
+	for (;;) {
+		while (!st->queue && !st->stopping)
+			pthread_cond_wait(&st->wake, &st->lock);
+		batch = st->queue;
+		if (!batch)
+			break; /* stopping, and nothing left to commit */
+		st->queue = NULL;
+		st->tail = &st->queue;
+		pthread_mutex_unlock(&st->lock);
+
+		batch_run(st, batch);
+
+		pthread_mutex_lock(&st->lock);
+		st->stats = st->wstats;
+		for (op = batch; op; op = next) {
+			next = op->next; /* op dies once its caller wakes */
+			op->done = true;
+			pthread_cond_signal(&op->cond);
+		}
+	}
+	pthread_mutex_unlock(&st->lock);
+	return NULL;
+}
+
+/* Queues op and waits until the writer has run it; returns its result. */
+static int submit(struct store *st, struct op *op)
+{
+	int rc;
+
+	op->done = false;
+	op->next = NULL;
+	op->rc = 0;
+	if (pthread_cond_init(&op->cond, NULL))
+		return -ENOMEM;
+	pthread_mutex_lock(&st->lock);
+	if (st->stopping) {
+		rc = -ESHUTDOWN;
+		goto out;
+	}
+	*st->tail = op;
+	st->tail = &op->next;
+	pthread_cond_signal(&st->wake);
+	while (!op->done)
+		pthread_cond_wait(&op->cond, &st->lock);
+	rc = op->rc;
+out:
+	pthread_mutex_unlock(&st->lock);
+	pthread_cond_destroy(&op->cond);
+	return rc;
+}
+
+/* ---- the change calls ---------------------------------------------------- */
+
+int store_put(struct store *st, const char *region, const void *key,
+	      size_t klen, const void *data, size_t len, unsigned flags,
+	      struct store_meta *meta)
+{
+	struct op op = {.kind = OP_PUT,
+			.flags = flags,
+			.region = region,
+			.key = key,
+			.klen = klen,
+			.data = data,
+			.len = len};
+	int rc;
+
+	rc = check_args(region, key, klen);
+	if (rc == 0 && ((flags & ~STORE_DURABLE) || (len && !data)))
+		rc = -EINVAL;
+	if (rc == 0)
+		rc = submit(st, &op);
+	if (rc == 0 && meta)
+		*meta = op.meta;
+	return rc;
+}
+
+int store_delete(struct store *st, const char *region, const void *key,
+		 size_t klen, unsigned flags)
+{
+	struct op op = {.kind = OP_DELETE,
+			.flags = flags,
+			.region = region,
+			.key = key,
+			.klen = klen};
+	int rc;
+
+	rc = check_args(region, key, klen);
+	if (rc == 0 && (flags & ~STORE_DURABLE))
+		rc = -EINVAL;
+	return rc ? rc : submit(st, &op);
+}
+
+int store_rename(struct store *st, const char *region, const void *from,
+		 size_t flen, const void *to, size_t tlen, unsigned flags)
+{
+	struct op op = {.kind = OP_RENAME,
+			.flags = flags,
+			.region = region,
+			.key = from,
+			.klen = flen,
+			.key2 = to,
+			.klen2 = tlen};
+	int rc;
+
+	rc = check_args(region, from, flen);
+	if (rc == 0)
+		rc = check_key(to, tlen);
+	if (rc == 0 && (flags & ~STORE_DURABLE))
+		rc = -EINVAL;
+	return rc ? rc : submit(st, &op);
+}
+
+int store_sync(struct store *st)
+{
+	struct op op = {.kind = OP_SYNC};
+
+	return submit(st, &op);
+}
+
+int store_changes_prune(struct store *st, uint64_t max_age_ms)
+{
+	struct op op = {.kind = OP_PRUNE};
+	int64_t now = clock_ns(CLOCK_REALTIME) / 1000000;
+
+	op.cutoff_ms = max_age_ms >= (uint64_t)now ? 0 : now - max_age_ms;
+	return submit(st, &op);
+}
+
+void store_stats(struct store *st, struct store_stats *out)
+{
+	pthread_mutex_lock(&st->lock);
+	*out = st->stats;
+	pthread_mutex_unlock(&st->lock);
+}
+
+/* ---- open and close ------------------------------------------------------- */
+
+/*
+ * Fills the immutable fields and the locks. With USE_URI builds (Debian)
+ * SQLite would read a path starting with "file:" as a URI: "./" avoids it.
+ */
+static int store_init(struct store *st, const char *path,
+		      const struct store_options *opts)
+{
+	bool uri = strncmp(path, "file:", 5) == 0;
+
+	st->path = malloc(strlen(path) + (uri ? 3 : 1));
+	if (!st->path)
+		return -ENOMEM;
+	strcpy(st->path, uri ? "./" : "");
+	strcat(st->path, path);
+	st->busy_timeout_ms = opts && opts->busy_timeout_ms
+				      ? opts->busy_timeout_ms
+				      : DEFAULT_BUSY_MS;
+	if (st->busy_timeout_ms > INT_MAX)
+		st->busy_timeout_ms = INT_MAX;
+	st->durable = opts && opts->durable;
+	st->tail = &st->queue;
+	st->ranges = malloc(MAX_OWN_RANGES * sizeof(*st->ranges));
+	if (!st->ranges)
+		return -ENOMEM;
+	if (pthread_mutex_init(&st->lock, NULL) ||
+	    pthread_cond_init(&st->wake, NULL) ||
+	    pthread_mutex_init(&st->ranges_lock, NULL) ||
+	    pthread_mutex_init(&st->pool_lock, NULL))
+		return -ENOMEM; /* glibc's inits cannot fail */
+	st->locks_ok = true;
+	if (pthread_key_create(&st->tls, rconn_release))
+		return -EAGAIN;
+	st->tls_ok = true;
+	return 0;
+}
+
+int store_open(const char *path, const struct store_options *opts,
+	       struct store **out)
+{
+	struct store *st;
+	int rc;
+
+	*out = NULL;
+	if (!path || !*path || !strcmp(path, ":memory:"))
+		return -EINVAL;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	rc = store_init(st, path, opts);
+	if (rc == 0)
+		rc = create_file(path);
+	if (rc == 0)
+		rc = writer_open(st);
+	if (rc == 0) {
+		rc = -pthread_create(&st->writer, NULL, writer_main, st);
+		st->thread_ok = rc == 0;
+	}
+	if (rc) {
+		store_close(st);
+		return rc;
+	}
+	*out = st;
+	return 0;
+}
+
+/*
+ * Threads that used the store must not exit while it runs: their key
+ * destructors would touch the store. Read connections close first, so
+ * the writer's close, the last one, checkpoints and removes the WAL.
+ */
+void store_close(struct store *st)
+{
+	struct rconn *rc, *next;
+
+	if (!st)
+		return;
+	if (st->thread_ok) {
+		pthread_mutex_lock(&st->lock);
+		st->stopping = true;
+		pthread_cond_signal(&st->wake);
+		pthread_mutex_unlock(&st->lock);
+		pthread_join(st->writer, NULL);
+	}
+	if (st->tls_ok)
+		pthread_key_delete(st->tls);
+	for (rc = st->conns; rc; rc = next) {
+		next = rc->next_all;
+		rconn_close(rc);
+	}
+	finalize_all(st->w, W_NSTMT);
+	sqlite3_close_v2(st->wdb);
+	if (st->locks_ok) {
+		pthread_mutex_destroy(&st->lock);
+		pthread_cond_destroy(&st->wake);
+		pthread_mutex_destroy(&st->ranges_lock);
+		pthread_mutex_destroy(&st->pool_lock);
+	}
+	free(st->ranges);
+	free(st->path);
+	free(st);
+}

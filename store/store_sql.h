@@ -1,0 +1,189 @@
+/*
+ * store_sql.h - the SQL text of the store: schema, upgrade steps and the
+ * statements store.c prepares. Included by store.c only; doc/schema.md is
+ * the reference for users of the schema.
+ */
+#ifndef RFS_STORE_SQL_H
+#define RFS_STORE_SQL_H
+
+#define SCHEMA_VERSION 1 /* PRAGMA user_version this code writes */
+
+/*
+ * Times in triggers: julianday('now') has millisecond precision and is
+ * fixed for one statement; rounding removes the float error (< 0.05 ms).
+ */
+#define NOW_MS                                                                 \
+	"CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)"
+#define NOW_NS "(" NOW_MS " * 1000000)"
+
+/*
+ * Version 1. kv_meta covers stat, list and usage: value precedes the
+ * metadata in a row, so without it reading size walks the value's whole
+ * overflow chain (8 MB value: ~2 ms per stat, 75 ms for a 40-key usage
+ * sum; microseconds through the index).
+ *
+ * The kv_fill_* triggers keep size, mtime_ns and version right for
+ * writers that leave them out or set them NULL (the shell); our writer
+ * sets all three (and a new version), so they never fire on our path.
+ * They update only size, mtime_ns and version: kv_fill_null's WHEN is
+ * false after such an update and the other triggers do not watch those
+ * columns, so nothing recurses, whatever PRAGMA recursive_triggers says.
+ *
+ * The kv_feed_* triggers record every change of a row's name or value in
+ * changes; an UPDATE that moves a row records both names.
+ */
+static const char schema_v1[] =
+	"CREATE TABLE kv(\n"
+	"  region TEXT NOT NULL,\n"
+	"  key TEXT NOT NULL,\n"
+	"  value BLOB NOT NULL,\n"
+	"  size INTEGER,\n"
+	"  mtime_ns INTEGER,\n"
+	"  version INTEGER,\n"
+	"  PRIMARY KEY(region, key));\n"
+	"CREATE INDEX kv_meta ON kv(region, key, size, mtime_ns, version);\n"
+	"CREATE TABLE changes(\n"
+	"  seq INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+	"  region TEXT NOT NULL,\n"
+	"  key TEXT NOT NULL,\n"
+	"  ts_ms INTEGER NOT NULL);\n"
+	"CREATE TRIGGER kv_fill_insert AFTER INSERT ON kv\n"
+	"WHEN NEW.size IS NULL OR NEW.mtime_ns IS NULL OR NEW.version IS NULL\n"
+	"BEGIN\n"
+	"  UPDATE kv SET size = length(CAST(NEW.value AS BLOB)),\n"
+	"    mtime_ns = coalesce(NEW.mtime_ns, " NOW_NS "),\n"
+	"    version = coalesce(NEW.version, 1)\n"
+	"  WHERE rowid = NEW.rowid;\n"
+	"END;\n"
+	"CREATE TRIGGER kv_fill_update\n"
+	"AFTER UPDATE OF region, key, value ON kv\n"
+	"WHEN NEW.version IS OLD.version\n"
+	"BEGIN\n"
+	"  UPDATE kv SET size = length(CAST(NEW.value AS BLOB)),\n"
+	"    mtime_ns = " NOW_NS ",\n"
+	"    version = coalesce(OLD.version, 0) + 1\n"
+	"  WHERE rowid = NEW.rowid;\n"
+	"END;\n"
+	"CREATE TRIGGER kv_fill_null AFTER UPDATE OF size, mtime_ns, version\n"
+	"ON kv\n"
+	"WHEN NEW.size IS NULL OR NEW.mtime_ns IS NULL OR NEW.version IS NULL\n"
+	"BEGIN\n"
+	"  UPDATE kv SET size = length(CAST(NEW.value AS BLOB)),\n"
+	"    mtime_ns = coalesce(NEW.mtime_ns, " NOW_NS "),\n"
+	"    version = coalesce(NEW.version, coalesce(OLD.version, 0) + 1)\n"
+	"  WHERE rowid = NEW.rowid;\n"
+	"END;\n"
+	"CREATE TRIGGER kv_feed_insert AFTER INSERT ON kv\n"
+	"BEGIN\n"
+	"  INSERT INTO changes(region, key, ts_ms)\n"
+	"    VALUES (NEW.region, NEW.key, " NOW_MS ");\n"
+	"END;\n"
+	"CREATE TRIGGER kv_feed_update\n"
+	"AFTER UPDATE OF region, key, value ON kv\n"
+	"BEGIN\n"
+	"  INSERT INTO changes(region, key, ts_ms)\n"
+	"    SELECT OLD.region, OLD.key, " NOW_MS "\n"
+	"    WHERE OLD.region IS NOT NEW.region OR OLD.key IS NOT NEW.key;\n"
+	"  INSERT INTO changes(region, key, ts_ms)\n"
+	"    VALUES (NEW.region, NEW.key, " NOW_MS ");\n"
+	"END;\n"
+	"CREATE TRIGGER kv_feed_delete AFTER DELETE ON kv\n"
+	"BEGIN\n"
+	"  INSERT INTO changes(region, key, ts_ms)\n"
+	"    VALUES (OLD.region, OLD.key, " NOW_MS ");\n"
+	"END;\n";
+
+/*
+ * schema_steps[v] upgrades a database at user_version v to v + 1, inside
+ * the transaction schema_upgrade() opens. Version 2 appends its step here
+ * and bumps SCHEMA_VERSION; nothing else changes.
+ */
+static const char *const schema_steps[SCHEMA_VERSION] = {
+	schema_v1, /* 0 -> 1: an empty database */
+};
+
+/* The feed's head: the last sequence number handed out, 0 if none. */
+#define SQL_HEAD                                                               \
+	"SELECT coalesce((SELECT seq FROM sqlite_sequence "                    \
+	"WHERE name = 'changes'), 0)"
+
+/* Keys that are valid file names (1..255 bytes, no '/' or NUL). */
+#define SQL_KEY_IS_NAME                                                        \
+	"length(CAST(key AS BLOB)) <= 255 "                                    \
+	"AND instr(CAST(key AS BLOB), x'2f') = 0 "                             \
+	"AND instr(CAST(key AS BLOB), x'00') = 0"
+
+/* Statements of the read connections, prepared on first use. */
+enum {
+	R_LOAD,
+	R_STAT,
+	R_LIST,
+	R_USAGE,
+	R_HEAD,
+	R_FEED,
+	R_DATA_VERSION,
+	R_NSTMT
+};
+
+static const char *const read_sql[R_NSTMT] = {
+	[R_LOAD] = "SELECT value, mtime_ns, version FROM kv "
+		   "WHERE region = ?1 AND key = ?2",
+	[R_STAT] = "SELECT size, mtime_ns, version FROM kv "
+		   "WHERE region = ?1 AND key = ?2",
+	[R_LIST] = "SELECT key, size, mtime_ns, version FROM kv "
+		   "WHERE region = ?1 AND key > ?2 AND " SQL_KEY_IS_NAME
+		   " ORDER BY key LIMIT ?3",
+	[R_USAGE] = "SELECT count(*), coalesce(sum(size), 0) FROM kv "
+		    "WHERE region = ?1",
+	[R_HEAD] = SQL_HEAD,
+	[R_FEED] = "SELECT seq, region, key FROM changes "
+		   "WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3",
+	[R_DATA_VERSION] = "PRAGMA data_version",
+};
+
+/* Statements of the write connection, prepared at open. */
+enum {
+	W_BEGIN,
+	W_COMMIT,
+	W_ROLLBACK,
+	W_PUT,
+	W_DELETE,
+	W_VERSION,
+	W_RENAME,
+	W_HEAD,
+	W_PRUNE_FIND,
+	W_PRUNE,
+	W_NSTMT
+};
+
+static const char *const write_sql[W_NSTMT] = {
+	[W_BEGIN] = "BEGIN IMMEDIATE",
+	[W_COMMIT] = "COMMIT",
+	[W_ROLLBACK] = "ROLLBACK",
+	[W_PUT] = "INSERT INTO kv(region, key, value, size, mtime_ns, version) "
+		  "VALUES (?1, ?2, ?3, ?4, ?5, 1) "
+		  "ON CONFLICT(region, key) DO UPDATE SET "
+		  "value = excluded.value, size = excluded.size, "
+		  "mtime_ns = excluded.mtime_ns, "
+		  "version = coalesce(kv.version, 0) + 1 "
+		  "RETURNING version",
+	[W_DELETE] = "DELETE FROM kv WHERE region = ?1 AND key = ?2",
+	[W_VERSION] = "SELECT coalesce(version, 0) FROM kv "
+		      "WHERE region = ?1 AND key = ?2",
+	[W_RENAME] = "UPDATE OR REPLACE kv SET key = ?3, mtime_ns = ?4, "
+		     "version = ?5 WHERE region = ?1 AND key = ?2",
+	[W_HEAD] = SQL_HEAD,
+	[W_PRUNE_FIND] = "SELECT seq FROM changes WHERE ts_ms >= ?1 "
+			 "ORDER BY seq LIMIT 1",
+	[W_PRUNE] = "DELETE FROM changes WHERE seq < ?1",
+};
+
+/*
+ * PRAGMA synchronous takes effect when the statement is prepared, not when
+ * it is stepped, so it cannot be a cached statement: these run through
+ * sqlite3_exec() each time.
+ */
+static const char sync_full_sql[] = "PRAGMA synchronous = FULL";
+static const char sync_normal_sql[] = "PRAGMA synchronous = NORMAL";
+
+#endif /* RFS_STORE_SQL_H */

@@ -1,0 +1,1045 @@
+/*
+ * test_store.c - unit tests of the SQLite store (store/store.c).
+ *
+ * Every test gets a fresh mkdtemp() directory with a store opened on
+ * dir/store.db; the teardown closes it and removes the directory. An
+ * "outside" connection (plain sqlite3, as the shell or a loader script
+ * would use) stands in for other writers. Nothing here sleeps to let a
+ * race happen: concurrency tests check invariants that must hold under
+ * any interleaving, and the busy test holds a real lock for as long as it
+ * needs. The ENOSPC test forks a child that mounts a 1 MiB tmpfs in a
+ * private mount namespace; it is skipped where that is not allowed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "store.h"
+
+struct fixture {
+	char dir[64];
+	char path[128];
+	struct store *st;
+};
+
+static int rm_tree_files(const char *dir)
+{
+	static const char *const names[] = {
+		"store.db",	"store.db-wal", "store.db-shm", "other.db",
+		"other.db-wal", "other.db-shm", "junk.db"};
+	char p[256];
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+		unlink(p);
+	}
+	snprintf(p, sizeof(p), "%s/tmpfs", dir);
+	rmdir(p);
+	return rmdir(dir);
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -1;
+	strcpy(f->dir, "/tmp/test_store.XXXXXX");
+	if (!mkdtemp(f->dir))
+		return -1;
+	snprintf(f->path, sizeof(f->path), "%s/store.db", f->dir);
+	if (store_open(f->path, NULL, &f->st))
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	store_close(f->st);
+	rm_tree_files(f->dir);
+	free(f);
+	return 0;
+}
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int put_str(struct store *st, const char *region, const char *key,
+		   const char *val, struct store_meta *meta)
+{
+	return store_put(st, region, key, strlen(key), val, strlen(val), 0,
+			 meta);
+}
+
+/* Loads (region, key) and checks it holds exactly val. */
+static void assert_value(struct store *st, const char *region, const char *key,
+			 const void *val, size_t len)
+{
+	struct store_meta m;
+	void *data;
+
+	assert_int_equal(store_load(st, region, key, strlen(key), &data, &m),
+			 0);
+	assert_int_equal(m.size, len);
+	if (len)
+		assert_memory_equal(data, val, len);
+	else
+		assert_null(data);
+	free(data);
+}
+
+static sqlite3 *outside_open(const char *path)
+{
+	sqlite3 *db = NULL;
+
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	sqlite3_busy_timeout(db, 5000);
+	return db;
+}
+
+static void outside_exec(sqlite3 *db, const char *sql)
+{
+	char *msg = NULL;
+	int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+
+	if (rc != SQLITE_OK)
+		fail_msg("%s: %s", sql, msg ? msg : "?");
+}
+
+static int64_t outside_int(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *s;
+	int64_t v;
+
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+	v = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	return v;
+}
+
+/* Collects store_changes() callbacks as "region/key" lines ("*" = all). */
+struct feed_log {
+	char text[4096];
+	int calls;
+	int stop_after; /* 0: never stop */
+};
+
+static int feed_cb(void *ctx, const char *region, const void *key, size_t klen)
+{
+	struct feed_log *log = ctx;
+	size_t n = strlen(log->text);
+
+	if (!region)
+		snprintf(log->text + n, sizeof(log->text) - n, "*\n");
+	else
+		snprintf(log->text + n, sizeof(log->text) - n, "%s/%.*s\n",
+			 region, (int)klen, (const char *)key);
+	log->calls++;
+	return log->stop_after && log->calls >= log->stop_after;
+}
+
+/* ---- round trips ------------------------------------------------------- */
+
+static void test_put_load_stat_delete_round_trip(void **state)
+{
+	struct fixture *f = *state;
+	struct store_meta m1, m2, ms;
+	int64_t t0 = now_ns();
+	void *data;
+
+	assert_int_equal(put_str(f->st, "r", "k", "hello", &m1), 0);
+	assert_int_equal(m1.size, 5);
+	assert_int_equal(m1.version, 1);
+	assert_true(m1.mtime_ns >= t0 && m1.mtime_ns <= now_ns());
+	assert_int_equal(store_load(f->st, "r", "k", 1, &data, &m2), 0);
+	assert_memory_equal(data, "hello", 5);
+	free(data);
+	assert_memory_equal(&m1, &m2, sizeof(m1));
+	assert_int_equal(store_stat(f->st, "r", "k", 1, &ms), 0);
+	assert_memory_equal(&m1, &ms, sizeof(m1));
+
+	assert_int_equal(put_str(f->st, "r", "k", "bye", &m2), 0);
+	assert_int_equal(m2.version, 2);
+	assert_int_equal(m2.size, 3);
+	assert_value(f->st, "r", "k", "bye", 3);
+	/* same key in another region is another row */
+	assert_int_equal(store_stat(f->st, "other", "k", 1, &ms), -ENOENT);
+
+	assert_int_equal(store_delete(f->st, "r", "k", 1, 0), 0);
+	assert_int_equal(store_load(f->st, "r", "k", 1, &data, NULL), -ENOENT);
+	assert_null(data);
+	assert_int_equal(store_stat(f->st, "r", "k", 1, &ms), -ENOENT);
+	assert_int_equal(store_delete(f->st, "r", "k", 1, 0), -ENOENT);
+}
+
+static void test_missing_keys_are_enoent(void **state)
+{
+	struct fixture *f = *state;
+	struct store_meta m;
+	void *data = (void *)1;
+
+	assert_int_equal(store_load(f->st, "r", "nope", 4, &data, &m), -ENOENT);
+	assert_null(data);
+	assert_int_equal(store_stat(f->st, "r", "nope", 4, &m), -ENOENT);
+	assert_int_equal(store_delete(f->st, "r", "nope", 4, 0), -ENOENT);
+	assert_int_equal(store_rename(f->st, "r", "nope", 4, "x", 1, 0),
+			 -ENOENT);
+	assert_int_equal(store_rename(f->st, "r", "nope", 4, "nope", 4, 0),
+			 -ENOENT);
+	assert_int_equal(store_stat(f->st, "r", "x", 1, &m), -ENOENT);
+}
+
+static void test_bad_arguments_are_refused(void **state)
+{
+	struct fixture *f = *state;
+	char big[STORE_MAX_KEY + 1];
+	struct store *st;
+
+	memset(big, 'a', sizeof(big));
+	assert_int_equal(store_put(f->st, "r", "", 0, "v", 1, 0, NULL),
+			 -EINVAL);
+	assert_int_equal(
+		store_put(f->st, "r", big, sizeof(big), "v", 1, 0, NULL),
+		-ENAMETOOLONG);
+	assert_int_equal(store_put(f->st, "r", "a/b", 3, "v", 1, 0, NULL),
+			 -EINVAL);
+	assert_int_equal(store_put(f->st, "r", "a\0b", 3, "v", 1, 0, NULL),
+			 -EINVAL);
+	assert_int_equal(store_put(f->st, NULL, "a", 1, "v", 1, 0, NULL),
+			 -EINVAL);
+	assert_int_equal(store_put(f->st, "r", "a", 1, "v", 1, 0x80, NULL),
+			 -EINVAL);
+	assert_int_equal(store_rename(f->st, "r", "a", 1, "b/c", 3, 0),
+			 -EINVAL);
+	assert_int_equal(store_open(":memory:", NULL, &st), -EINVAL);
+	assert_null(st);
+	assert_int_equal(store_open("", NULL, &st), -EINVAL);
+	assert_int_equal(store_open("/nonexistent-dir/x.db", NULL, &st),
+			 -ENOENT);
+	assert_null(st);
+}
+
+static void test_keys_with_any_bytes_round_trip(void **state)
+{
+	struct fixture *f = *state;
+	char keys[6][STORE_MAX_KEY];
+	size_t lens[6], i, j;
+	struct store_meta m;
+	void *data;
+
+	strcpy(keys[0], " spaced key ");
+	strcpy(keys[1], ".hidden");
+	strcpy(keys[2], "\xff\xfe not utf-8 \x80");
+	strcpy(keys[3], "caf\xc3\xa9");
+	for (i = 0, j = 0; i < 254; i++) { /* every byte but NUL and '/' */
+		if (i + 1 != '/')
+			keys[4][j++] = (char)(i + 1);
+	}
+	lens[4] = j;
+	memset(keys[5], 'z', STORE_MAX_KEY); /* the longest name */
+	lens[5] = STORE_MAX_KEY;
+	for (i = 0; i < 4; i++)
+		lens[i] = strlen(keys[i]);
+	for (i = 0; i < 6; i++)
+		assert_int_equal(store_put(f->st, "r", keys[i], lens[i], &i,
+					   sizeof(i), 0, NULL),
+				 0);
+	for (i = 0; i < 6; i++) {
+		assert_int_equal(
+			store_load(f->st, "r", keys[i], lens[i], &data, &m), 0);
+		assert_int_equal(m.size, sizeof(i));
+		assert_memory_equal(data, &i, sizeof(i));
+		free(data);
+	}
+}
+
+static void test_empty_and_large_values(void **state)
+{
+	struct fixture *f = *state;
+	size_t big = 6 << 20, i;
+	struct store_meta m;
+	unsigned char *buf;
+	void *data;
+
+	assert_int_equal(store_put(f->st, "r", "empty", 5, NULL, 0, 0, &m), 0);
+	assert_int_equal(m.size, 0);
+	assert_value(f->st, "r", "empty", NULL, 0);
+	assert_int_equal(store_stat(f->st, "r", "empty", 5, &m), 0);
+	assert_int_equal(m.size, 0);
+
+	buf = malloc(big);
+	assert_non_null(buf);
+	for (i = 0; i < big; i++)
+		buf[i] = (unsigned char)(i * 2654435761u >> 13);
+	assert_int_equal(store_put(f->st, "r", "big", 3, buf, big, 0, &m), 0);
+	assert_int_equal(m.size, big);
+	assert_int_equal(store_load(f->st, "r", "big", 3, &data, &m), 0);
+	assert_int_equal(m.size, big);
+	assert_memory_equal(data, buf, big);
+	free(data);
+	assert_int_equal(store_stat(f->st, "r", "big", 3, &m), 0);
+	assert_int_equal(m.size, big);
+	free(buf);
+}
+
+/* ---- rename ------------------------------------------------------------- */
+
+static void test_rename_replaces_target_and_raises_version(void **state)
+{
+	struct fixture *f = *state;
+	struct store_meta m;
+	uint64_t nkeys, bytes;
+
+	assert_int_equal(put_str(f->st, "r", "src", "SOURCE", NULL), 0);
+	assert_int_equal(put_str(f->st, "r", "dst", "old1", NULL), 0);
+	assert_int_equal(put_str(f->st, "r", "dst", "old2", NULL), 0);
+	assert_int_equal(put_str(f->st, "r", "dst", "old3", &m), 0);
+	assert_int_equal(m.version, 3);
+
+	assert_int_equal(store_rename(f->st, "r", "src", 3, "dst", 3, 0), 0);
+	assert_int_equal(store_stat(f->st, "r", "src", 3, &m), -ENOENT);
+	assert_value(f->st, "r", "dst", "SOURCE", 6);
+	assert_int_equal(store_stat(f->st, "r", "dst", 3, &m), 0);
+	assert_int_equal(m.version, 4); /* max(3, 1) + 1 */
+	assert_int_equal(store_region_usage(f->st, "r", &nkeys, &bytes), 0);
+	assert_int_equal(nkeys, 1);
+	assert_int_equal(bytes, 6);
+
+	/* onto a new name; then onto itself: a no-op */
+	assert_int_equal(store_rename(f->st, "r", "dst", 3, "new", 3, 0), 0);
+	assert_int_equal(store_stat(f->st, "r", "new", 3, &m), 0);
+	assert_int_equal(m.version, 5);
+	assert_int_equal(store_rename(f->st, "r", "new", 3, "new", 3, 0), 0);
+	assert_int_equal(store_stat(f->st, "r", "new", 3, &m), 0);
+	assert_int_equal(m.version, 5);
+	assert_value(f->st, "r", "new", "SOURCE", 6);
+}
+
+struct rename_reader {
+	struct store *st;
+	int stop; /* __atomic_*: set once the renames are done */
+	pthread_barrier_t start;
+	int missing, bad, reads;
+};
+
+static void *rename_reader_main(void *arg)
+{
+	struct rename_reader *r = arg;
+	struct store_meta m;
+	void *data;
+	int rc;
+
+	pthread_barrier_wait(&r->start);
+	do { /* at least once, however the threads are scheduled */
+		rc = store_load(r->st, "r", "target", 6, &data, &m);
+		r->reads++;
+		if (rc == -ENOENT)
+			r->missing++;
+		else if (rc || m.size != 8 || memcmp(data, "version-", 8))
+			r->bad++;
+		free(data);
+	} while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE));
+	return NULL;
+}
+
+/*
+ * A reader of the target never finds it missing or mixed while it is
+ * replaced by renames, whatever the interleaving.
+ */
+static void test_rename_is_atomic_for_readers(void **state)
+{
+	struct fixture *f = *state;
+	struct rename_reader r = {.st = f->st};
+	pthread_t t;
+	int i;
+
+	assert_int_equal(put_str(f->st, "r", "target", "version-", NULL), 0);
+	pthread_barrier_init(&r.start, NULL, 2);
+	assert_int_equal(pthread_create(&t, NULL, rename_reader_main, &r), 0);
+	pthread_barrier_wait(&r.start);
+	for (i = 0; i < 100; i++) {
+		assert_int_equal(put_str(f->st, "r", "tmp", "version-", NULL),
+				 0);
+		assert_int_equal(
+			store_rename(f->st, "r", "tmp", 3, "target", 6, 0), 0);
+	}
+	__atomic_store_n(&r.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+	pthread_barrier_destroy(&r.start);
+	assert_int_equal(r.missing, 0);
+	assert_int_equal(r.bad, 0);
+	assert_true(r.reads > 0);
+}
+
+/* ---- persistence, listing, usage --------------------------------------- */
+
+static void test_reopen_keeps_data(void **state)
+{
+	struct fixture *f = *state;
+	struct store_meta m;
+
+	assert_int_equal(put_str(f->st, "r", "a", "alpha", NULL), 0);
+	assert_int_equal(put_str(f->st, "r", "a", "alpha2", NULL), 0);
+	assert_int_equal(put_str(f->st, "s", "b", "beta", NULL), 0);
+	store_close(f->st);
+	f->st = NULL;
+	assert_int_equal(store_open(f->path, NULL, &f->st), 0);
+	assert_value(f->st, "r", "a", "alpha2", 6);
+	assert_value(f->st, "s", "b", "beta", 4);
+	assert_int_equal(store_stat(f->st, "r", "a", 1, &m), 0);
+	assert_int_equal(m.version, 2);
+}
+
+static void test_db_file_is_private(void **state)
+{
+	struct fixture *f = *state;
+	struct stat sb;
+	mode_t old = umask(0);
+	struct store *st;
+	char p[256];
+
+	snprintf(p, sizeof(p), "%s/other.db", f->dir);
+	assert_int_equal(store_open(p, NULL, &st), 0);
+	umask(old);
+	assert_int_equal(stat(p, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0600);
+	store_close(st);
+}
+
+#define NLIST 10000
+
+/* Key i: 1..13 bytes with high bytes, spaces and dots; distinct per i. */
+static size_t list_key(int i, char *out)
+{
+	return (size_t)sprintf(out, "%c%c%05d%s", (char)(0x80 + i % 100),
+			       i % 3 ? '.' : ' ', i, i % 7 ? "" : "\xe2\x82");
+}
+
+struct list_ctx {
+	char last[STORE_MAX_KEY];
+	size_t lastlen;
+	int seen, bad_order, bad_meta;
+};
+
+static int list_cb(void *ctx, const void *key, size_t klen,
+		   const struct store_meta *meta)
+{
+	struct list_ctx *c = ctx;
+	size_t n = klen < c->lastlen ? klen : c->lastlen;
+	int cmp = memcmp(c->last, key, n);
+
+	if (c->seen && (cmp > 0 || (cmp == 0 && c->lastlen >= klen)))
+		c->bad_order++;
+	if (meta->size != klen || meta->version != 1)
+		c->bad_meta++;
+	memcpy(c->last, key, klen);
+	c->lastlen = klen;
+	c->seen++;
+	return 0;
+}
+
+static void bulk_load_list_keys(const char *path)
+{
+	sqlite3 *db = outside_open(path);
+	sqlite3_stmt *s;
+	char key[32];
+	size_t n;
+	int i;
+
+	outside_exec(db, "BEGIN");
+	assert_int_equal(sqlite3_prepare_v2(db,
+					    "INSERT INTO kv(region, key, value)"
+					    " VALUES ('r', ?1, ?1)",
+					    -1, &s, NULL),
+			 SQLITE_OK);
+	for (i = NLIST - 1; i >= 0; i--) { /* reverse: order is the store's */
+		n = list_key(i, key);
+		sqlite3_bind_text(s, 1, key, (int)n, SQLITE_STATIC);
+		assert_int_equal(sqlite3_step(s), SQLITE_DONE);
+		sqlite3_reset(s);
+	}
+	sqlite3_finalize(s);
+	outside_exec(db, "INSERT INTO kv(region, key, value) "
+			 "VALUES ('r', 'bad/name', 'x'), ('r', '', 'x')");
+	outside_exec(db, "COMMIT");
+	sqlite3_close(db);
+}
+
+static void test_list_pages_in_byte_order(void **state)
+{
+	struct fixture *f = *state;
+	struct list_ctx c = {.lastlen = 0};
+	int n, pages = 0;
+
+	bulk_load_list_keys(f->path);
+	do { /* resume from the last key seen, 333 at a time */
+		n = store_list(f->st, "r", c.seen ? c.last : NULL,
+			       c.seen ? c.lastlen : 0, 333, list_cb, &c);
+		assert_true(n >= 0);
+		pages++;
+	} while (n == 333);
+	assert_int_equal(c.seen, NLIST); /* invalid names are not listed */
+	assert_int_equal(c.bad_order, 0);
+	assert_int_equal(c.bad_meta, 0);
+	assert_int_equal(pages, NLIST / 333 + 1);
+	assert_int_equal(store_list(f->st, "none", NULL, 0, 10, list_cb, &c),
+			 0);
+}
+
+static int stop_at_third(void *ctx, const void *key, size_t klen,
+			 const struct store_meta *meta)
+{
+	int *n = ctx;
+
+	(void)key;
+	(void)klen;
+	(void)meta;
+	return ++*n == 3;
+}
+
+static void test_list_stops_when_callback_says_so(void **state)
+{
+	struct fixture *f = *state;
+	int calls = 0;
+
+	assert_int_equal(put_str(f->st, "r", "a", "1", NULL), 0);
+	assert_int_equal(put_str(f->st, "r", "b", "1", NULL), 0);
+	assert_int_equal(put_str(f->st, "r", "c", "1", NULL), 0);
+	assert_int_equal(put_str(f->st, "r", "d", "1", NULL), 0);
+	assert_int_equal(
+		store_list(f->st, "r", NULL, 0, 100, stop_at_third, &calls), 3);
+	calls = 0;
+	assert_int_equal(
+		store_list(f->st, "r", "b", 1, 100, stop_at_third, &calls), 2);
+	assert_int_equal(
+		store_list(f->st, "r", NULL, 0, 0, stop_at_third, &calls), 0);
+}
+
+static void test_region_usage_counts_keys_and_bytes(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t n, b;
+
+	assert_int_equal(store_region_usage(f->st, "r1", &n, &b), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(b, 0);
+	assert_int_equal(put_str(f->st, "r1", "a", "1", NULL), 0);
+	assert_int_equal(put_str(f->st, "r1", "b", "1234567890", NULL), 0);
+	assert_int_equal(put_str(f->st, "r1", "c", "", NULL), 0);
+	assert_int_equal(put_str(f->st, "r2", "a", "12345", NULL), 0);
+	assert_int_equal(store_region_usage(f->st, "r1", &n, &b), 0);
+	assert_int_equal(n, 3);
+	assert_int_equal(b, 11);
+	assert_int_equal(store_delete(f->st, "r1", "b", 1, 0), 0);
+	assert_int_equal(store_region_usage(f->st, "r1", &n, &b), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(b, 1);
+	assert_int_equal(store_region_usage(f->st, "r2", &n, &b), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(b, 5);
+}
+
+/* ---- group commit ------------------------------------------------------- */
+
+#define GC_THREADS 8
+#define GC_PUTS	   100
+
+struct gc_arg {
+	struct store *st;
+	pthread_barrier_t *start;
+	int id, failures;
+};
+
+static void *gc_main(void *arg)
+{
+	struct gc_arg *a = arg;
+	char key[32], val[32];
+	int i;
+
+	pthread_barrier_wait(a->start);
+	for (i = 0; i < GC_PUTS; i++) {
+		snprintf(key, sizeof(key), "t%d-%d", a->id, i);
+		snprintf(val, sizeof(val), "value %d %d", a->id, i);
+		if (put_str(a->st, "gc", key, val, NULL))
+			a->failures++;
+	}
+	return NULL;
+}
+
+/*
+ * Each caller has at most one put in flight, so a commit of one op per
+ * put would need every one of 800 commits to find a single caller
+ * waiting while seven others are runnable.
+ */
+static void test_group_commit_batches_concurrent_puts(void **state)
+{
+	struct fixture *f = *state;
+	struct gc_arg args[GC_THREADS];
+	pthread_t t[GC_THREADS];
+	pthread_barrier_t start;
+	struct store_stats s0, s1;
+	char key[32], val[32];
+	int i, j;
+
+	store_stats(f->st, &s0);
+	pthread_barrier_init(&start, NULL, GC_THREADS);
+	for (i = 0; i < GC_THREADS; i++) {
+		args[i] = (struct gc_arg){f->st, &start, i, 0};
+		assert_int_equal(pthread_create(&t[i], NULL, gc_main, &args[i]),
+				 0);
+	}
+	for (i = 0; i < GC_THREADS; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(args[i].failures, 0);
+	}
+	pthread_barrier_destroy(&start);
+	store_stats(f->st, &s1);
+	assert_int_equal(s1.rows - s0.rows, GC_THREADS * GC_PUTS);
+	assert_true(s1.commits - s0.commits < GC_THREADS * GC_PUTS);
+	assert_true(s1.max_batch > 1);
+	print_message("group commit: %d puts in %llu commits, max batch %llu\n",
+		      GC_THREADS * GC_PUTS,
+		      (unsigned long long)(s1.commits - s0.commits),
+		      (unsigned long long)s1.max_batch);
+	for (i = 0; i < GC_THREADS; i++) {
+		for (j = 0; j < GC_PUTS; j++) {
+			snprintf(key, sizeof(key), "t%d-%d", i, j);
+			snprintf(val, sizeof(val), "value %d %d", i, j);
+			assert_value(f->st, "gc", key, val, strlen(val));
+		}
+	}
+}
+
+struct veto_arg {
+	struct store *st;
+	pthread_barrier_t *round;
+	int id, bad_ok, good_failed;
+};
+
+static void *veto_main(void *arg)
+{
+	struct veto_arg *a = arg;
+	char key[32];
+	int i, rc;
+
+	for (i = 0; i < 50; i++) {
+		pthread_barrier_wait(a->round);
+		if (a->id == 0) {
+			rc = put_str(a->st, "r", "vetoed", "x", NULL);
+			a->bad_ok += rc != -EIO;
+			continue;
+		}
+		snprintf(key, sizeof(key), "g%d-%d", a->id, i);
+		a->good_failed += put_str(a->st, "r", key, key, NULL) != 0;
+	}
+	return NULL;
+}
+
+/*
+ * An outside trigger vetoes one key. Whatever ops share its batch, only
+ * the vetoed put fails: the others commit.
+ */
+static void test_failing_op_does_not_fail_its_batch(void **state)
+{
+	struct fixture *f = *state;
+	struct veto_arg args[4];
+	pthread_barrier_t round;
+	sqlite3 *db = outside_open(f->path);
+	struct store_stats s;
+	pthread_t t[4];
+	char key[32];
+	int i, j;
+
+	outside_exec(db, "CREATE TRIGGER veto BEFORE INSERT ON kv "
+			 "WHEN NEW.key = 'vetoed' "
+			 "BEGIN SELECT RAISE(ABORT, 'vetoed'); END");
+	pthread_barrier_init(&round, NULL, 4);
+	for (i = 0; i < 4; i++) {
+		args[i] = (struct veto_arg){f->st, &round, i, 0, 0};
+		assert_int_equal(
+			pthread_create(&t[i], NULL, veto_main, &args[i]), 0);
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(args[i].bad_ok, 0);
+		assert_int_equal(args[i].good_failed, 0);
+	}
+	pthread_barrier_destroy(&round);
+	for (i = 1; i < 4; i++) {
+		for (j = 0; j < 50; j++) {
+			snprintf(key, sizeof(key), "g%d-%d", i, j);
+			assert_value(f->st, "r", key, key, strlen(key));
+		}
+	}
+	assert_int_equal(store_stat(f->st, "r", "vetoed", 6, NULL), -ENOENT);
+	store_stats(f->st, &s);
+	assert_int_equal(s.errors, 50);
+	assert_int_equal(s.rows, 150);
+	outside_exec(db, "DROP TRIGGER veto");
+	sqlite3_close(db);
+}
+
+static void test_durable_writes_and_sync(void **state)
+{
+	struct fixture *f = *state;
+	struct store_options o = {.durable = true};
+	struct store *st;
+	char p[256];
+
+	assert_int_equal(
+		store_put(f->st, "r", "d", 1, "x", 1, STORE_DURABLE, NULL), 0);
+	assert_int_equal(put_str(f->st, "r", "n", "y", NULL), 0);
+	assert_int_equal(store_sync(f->st), 0);
+	assert_int_equal(store_sync(f->st), 0); /* nothing left to sync */
+	assert_int_equal(store_delete(f->st, "r", "d", 1, STORE_DURABLE), 0);
+	assert_int_equal(store_delete(f->st, "r", "d", 1, STORE_DURABLE),
+			 -ENOENT);
+	assert_value(f->st, "r", "n", "y", 1);
+
+	snprintf(p, sizeof(p), "%s/other.db", f->dir);
+	assert_int_equal(store_open(p, &o, &st), 0);
+	assert_int_equal(put_str(st, "r", "k", "v", NULL), 0);
+	assert_int_equal(store_sync(st), 0);
+	assert_value(st, "r", "k", "v", 1);
+	store_close(st);
+}
+
+/* ---- outside writers and the change feed ------------------------------- */
+
+static void test_triggers_fill_metadata_for_outside_writes(void **state)
+{
+	struct fixture *f = *state;
+	struct store_meta m;
+	sqlite3 *db = outside_open(f->path);
+	int64_t t0 = now_ns() / 1000000, t1;
+
+	outside_exec(db, "INSERT INTO kv(region, key, value) "
+			 "VALUES ('r', 'red', 'crimson')"); /* TEXT value */
+	t1 = now_ns() / 1000000;
+	assert_int_equal(store_stat(f->st, "r", "red", 3, &m), 0);
+	assert_int_equal(m.size, 7);
+	assert_int_equal(m.version, 1);
+	assert_true(m.mtime_ns / 1000000 >= t0 - 1);
+	assert_true(m.mtime_ns / 1000000 <= t1 + 1);
+	assert_value(f->st, "r", "red", "crimson", 7);
+
+	outside_exec(db, "UPDATE kv SET value = x'0001020304' "
+			 "WHERE region = 'r' AND key = 'red'");
+	assert_int_equal(store_stat(f->st, "r", "red", 3, &m), 0);
+	assert_int_equal(m.size, 5);
+	assert_int_equal(m.version, 2);
+	assert_value(f->st, "r", "red", "\0\1\2\3\4", 5);
+
+	outside_exec(db, "UPDATE kv SET size = NULL WHERE key = 'red'");
+	assert_int_equal(store_stat(f->st, "r", "red", 3, &m), 0);
+	assert_int_equal(m.size, 5);
+
+	/* our own writes leave the triggers idle: version grows by one */
+	assert_int_equal(put_str(f->st, "r", "red", "ours", &m), 0);
+	assert_int_equal(m.version, 3);
+	assert_int_equal(outside_int(db, "SELECT version FROM kv "
+					 "WHERE key = 'red'"),
+			 3);
+	assert_int_equal(store_rename(f->st, "r", "red", 3, "blue", 4, 0), 0);
+	assert_int_equal(outside_int(db, "SELECT version FROM kv "
+					 "WHERE key = 'blue'"),
+			 4);
+	sqlite3_close(db);
+}
+
+static void test_feed_reports_outside_changes_only(void **state)
+{
+	struct fixture *f = *state;
+	struct feed_log log = {.calls = 0};
+	sqlite3 *db = outside_open(f->path);
+	uint64_t cursor;
+
+	assert_int_equal(put_str(f->st, "r", "mine", "1", NULL), 0);
+	assert_int_equal(store_changes_head(f->st, &cursor), 0);
+	assert_true(cursor > 0);
+	assert_int_equal(store_changes(f->st, &cursor, feed_cb, &log), 0);
+
+	assert_int_equal(put_str(f->st, "r", "mine", "2", NULL), 0);
+	outside_exec(db, "INSERT INTO kv(region, key, value) "
+			 "VALUES ('r', 'a', 'x'), ('s', 'b', 'y')");
+	assert_int_equal(put_str(f->st, "r", "mine2", "3", NULL), 0);
+	outside_exec(db, "UPDATE kv SET value = 'z' WHERE key = 'a'");
+	assert_int_equal(store_rename(f->st, "r", "mine2", 5, "mine3", 5, 0),
+			 0);
+	outside_exec(db, "DELETE FROM kv WHERE key = 'b'");
+	outside_exec(db, "UPDATE kv SET key = 'c' WHERE key = 'a'");
+	assert_int_equal(store_delete(f->st, "r", "mine", 4, 0), 0);
+
+	assert_int_equal(store_changes(f->st, &cursor, feed_cb, &log), 6);
+	assert_string_equal(log.text, "r/a\ns/b\nr/a\ns/b\nr/a\nr/c\n");
+	/* nothing new: answered from PRAGMA data_version */
+	assert_int_equal(store_changes(f->st, &cursor, feed_cb, &log), 0);
+	assert_int_equal(put_str(f->st, "r", "mine", "4", NULL), 0);
+	assert_int_equal(store_changes(f->st, &cursor, feed_cb, &log), 0);
+	outside_exec(db, "INSERT INTO kv(region, key, value) "
+			 "VALUES ('r', 'new', 'n')");
+	assert_int_equal(store_changes(f->st, &cursor, feed_cb, &log), 1);
+	assert_int_equal(outside_int(db, "SELECT max(seq) FROM changes"),
+			 (int64_t)cursor);
+	sqlite3_close(db);
+}
+
+static void test_feed_stops_when_callback_says_so(void **state)
+{
+	struct fixture *f = *state;
+	struct feed_log log = {.stop_after = 2};
+	sqlite3 *db = outside_open(f->path);
+	uint64_t cursor;
+
+	assert_int_equal(store_changes_head(f->st, &cursor), 0);
+	outside_exec(db,
+		     "INSERT INTO kv(region, key, value) VALUES "
+		     "('r', 'k1', 'x'), ('r', 'k2', 'x'), ('r', 'k3', 'x')");
+	assert_int_equal(store_changes(f->st, &cursor, feed_cb, &log), 2);
+	log.stop_after = 0;
+	assert_int_equal(store_changes(f->st, &cursor, feed_cb, &log), 1);
+	assert_string_equal(log.text, "r/k1\nr/k2\nr/k3\n");
+	sqlite3_close(db);
+}
+
+static void test_pruned_feed_invalidates_everything(void **state)
+{
+	struct fixture *f = *state;
+	struct feed_log log = {.calls = 0};
+	sqlite3 *db = outside_open(f->path);
+	uint64_t cursor, head;
+
+	assert_int_equal(store_changes_head(f->st, &cursor), 0);
+	outside_exec(db, "INSERT INTO kv(region, key, value) VALUES "
+			 "('r', 'k1', 'x'), ('r', 'k2', 'x')");
+	outside_exec(db, "UPDATE changes SET ts_ms = 0");
+	assert_int_equal(store_changes_prune(f->st, 60000), 0);
+	assert_int_equal(outside_int(db, "SELECT count(*) FROM changes"), 0);
+	outside_exec(db, "INSERT INTO kv(region, key, value) "
+			 "VALUES ('r', 'k3', 'x')");
+	assert_int_equal(store_changes(f->st, &cursor, feed_cb, &log), 2);
+	assert_string_equal(log.text, "*\nr/k3\n");
+	assert_int_equal(store_changes_head(f->st, &head), 0);
+	assert_int_equal(cursor, head);
+
+	/* pruning only our own changes is no reason to invalidate */
+	log.text[0] = '\0';
+	assert_int_equal(put_str(f->st, "r", "own1", "x", NULL), 0);
+	assert_int_equal(put_str(f->st, "r", "own2", "x", NULL), 0);
+	outside_exec(db, "UPDATE changes SET ts_ms = 0");
+	assert_int_equal(store_changes_prune(f->st, 60000), 0);
+	assert_int_equal(store_changes(f->st, &cursor, feed_cb, &log), 0);
+	assert_string_equal(log.text, "");
+
+	/* fresh rows survive a prune */
+	outside_exec(db, "INSERT INTO kv(region, key, value) "
+			 "VALUES ('r', 'k4', 'x')");
+	assert_int_equal(store_changes_prune(f->st, 60000), 0);
+	assert_int_equal(outside_int(db, "SELECT count(*) FROM changes"), 1);
+	assert_int_equal(store_changes(f->st, &cursor, feed_cb, &log), 1);
+	assert_string_equal(log.text, "r/k4\n");
+	sqlite3_close(db);
+}
+
+static void test_busy_outside_writer_gives_eagain(void **state)
+{
+	struct fixture *f = *state;
+	struct store_options o = {.busy_timeout_ms = 50};
+	struct store_stats s;
+	struct store *st;
+	sqlite3 *db;
+
+	store_close(f->st);
+	assert_int_equal(store_open(f->path, &o, &f->st), 0);
+	st = f->st;
+	db = outside_open(f->path);
+	outside_exec(db, "BEGIN IMMEDIATE");
+	assert_int_equal(put_str(st, "r", "k", "v", NULL), -EAGAIN);
+	store_stats(st, &s);
+	assert_true(s.busy_retries > 0);
+	assert_int_equal(s.errors, 1);
+	assert_int_equal(store_stat(st, "r", "k", 1, NULL), -ENOENT);
+	outside_exec(db, "COMMIT");
+	assert_int_equal(put_str(st, "r", "k", "v", NULL), 0);
+	assert_value(st, "r", "k", "v", 1);
+	sqlite3_close(db);
+}
+
+/* ---- refusing files ------------------------------------------------------ */
+
+static void test_newer_schema_is_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct store *st = (struct store *)1;
+	char p[256];
+	sqlite3 *db;
+
+	snprintf(p, sizeof(p), "%s/other.db", f->dir);
+	db = outside_open(p);
+	outside_exec(db, "PRAGMA user_version = 99");
+	sqlite3_close(db);
+	assert_int_equal(store_open(p, NULL, &st), -EPROTO);
+	assert_null(st);
+
+	/* a database of someone else's (tables, user_version 0) */
+	unlink(p);
+	db = outside_open(p);
+	outside_exec(db, "CREATE TABLE t(x)");
+	sqlite3_close(db);
+	assert_int_equal(store_open(p, NULL, &st), -EPROTO);
+
+	/* our own version opens, and the store's file is left usable */
+	assert_int_equal(store_stat(f->st, "r", "k", 1, NULL), -ENOENT);
+}
+
+static void test_not_a_database_is_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct store *st = (struct store *)1;
+	char p[256], junk[8192];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/junk.db", f->dir);
+	memset(junk, 'J', sizeof(junk));
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, junk, sizeof(junk)), sizeof(junk));
+	close(fd);
+	assert_int_equal(store_open(p, NULL, &st), -EINVAL);
+	assert_null(st);
+}
+
+/* ---- a full disk --------------------------------------------------------- */
+
+/*
+ * In a thread of its own: unshare(CLONE_NEWNS) gives only this thread a
+ * private mount namespace, which the writer thread it starts inherits;
+ * the mount dies with them. No fork(): TSan cannot start threads after a
+ * fork of a threaded process. Returns 0 if all went as expected, 77 to
+ * skip, else the failed step.
+ */
+struct enospc_arg {
+	const char *dir;
+	int rc;
+};
+
+static int enospc_run(const char *dir)
+{
+	char mnt[128], path[160];
+	size_t big = 2 << 20;
+	struct store *st;
+	void *data = NULL;
+	char *buf;
+	int rc = 0;
+
+	snprintf(mnt, sizeof(mnt), "%s/tmpfs", dir);
+	snprintf(path, sizeof(path), "%s/store.db", mnt);
+	if (unshare(CLONE_NEWNS) ||
+	    mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) ||
+	    mount("tmpfs", mnt, "tmpfs", 0, "size=1m"))
+		return 77;
+	buf = malloc(big);
+	if (!buf || store_open(path, NULL, &st)) {
+		free(buf);
+		return 2;
+	}
+	memset(buf, 'B', big);
+	if (store_put(st, "r", "k", 1, "old", 3, 0, NULL))
+		rc = 3;
+	else if (store_put(st, "r", "k", 1, buf, big, 0, NULL) != -ENOSPC)
+		rc = 4;
+	else if (store_load(st, "r", "k", 1, &data, NULL) ||
+		 memcmp(data, "old", 3))
+		rc = 5;
+	else if (store_put(st, "r", "k2", 2, "small", 5, 0, NULL))
+		rc = 6;
+	free(data);
+	store_close(st);
+	free(buf);
+	umount(mnt);
+	return rc;
+}
+
+static void *enospc_main(void *arg)
+{
+	struct enospc_arg *a = arg;
+
+	a->rc = enospc_run(a->dir);
+	return NULL;
+}
+
+static void test_full_disk_gives_enospc_and_keeps_old_value(void **state)
+{
+	struct fixture *f = *state;
+	struct enospc_arg a = {.dir = f->dir};
+	char mnt[128];
+	pthread_t t;
+
+	snprintf(mnt, sizeof(mnt), "%s/tmpfs", f->dir);
+	assert_int_equal(mkdir(mnt, 0700), 0);
+	assert_int_equal(pthread_create(&t, NULL, enospc_main, &a), 0);
+	pthread_join(t, NULL);
+	if (a.rc == 77)
+		skip();
+	assert_int_equal(a.rc, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+		T(test_put_load_stat_delete_round_trip),
+		T(test_missing_keys_are_enoent),
+		T(test_bad_arguments_are_refused),
+		T(test_keys_with_any_bytes_round_trip),
+		T(test_empty_and_large_values),
+		T(test_rename_replaces_target_and_raises_version),
+		T(test_rename_is_atomic_for_readers),
+		T(test_reopen_keeps_data),
+		T(test_db_file_is_private),
+		T(test_list_pages_in_byte_order),
+		T(test_list_stops_when_callback_says_so),
+		T(test_region_usage_counts_keys_and_bytes),
+		T(test_group_commit_batches_concurrent_puts),
+		T(test_failing_op_does_not_fail_its_batch),
+		T(test_durable_writes_and_sync),
+		T(test_triggers_fill_metadata_for_outside_writes),
+		T(test_feed_reports_outside_changes_only),
+		T(test_feed_stops_when_callback_says_so),
+		T(test_pruned_feed_invalidates_everything),
+		T(test_busy_outside_writer_gives_eagain),
+		T(test_newer_schema_is_refused),
+		T(test_not_a_database_is_refused),
+		T(test_full_disk_gives_enospc_and_keeps_old_value),
+#undef T
+	};
+
+	return cmocka_run_group_tests_name("store", tests, NULL, NULL);
+}
