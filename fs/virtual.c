@@ -1,0 +1,783 @@
+/*
+ * virtual.c - renders the read-only files under MNT/.regionfs/.
+ *
+ * fs/ops.c builds a struct rfs_view (borrowed pointers to the live regions
+ * and copies of the daemon's counters) at open() time and calls
+ * rfs_virtual_render(); the handle keeps the buffer until release, so every
+ * read() of one open file sees one snapshot, whatever happens meanwhile.
+ *
+ * Rendering works in two steps. First every region is sampled exactly once
+ * (region_stats(), region_limits_get() and, when the view has a store,
+ * store_region_usage()) into an array of struct rsnap. Then the text is
+ * produced from that array only, so the per-region lines, the global sums
+ * and the Prometheus families all agree with each other within one file.
+ * Sampling a region takes each of its stripe locks in turn (see
+ * regions/stats.c); no lock is held while formatting, and none across calls.
+ *
+ * Output goes to a growing malloc()ed buffer (struct outbuf). An allocation
+ * failure is sticky: later appends are no-ops and the render returns
+ * -ENOMEM, so the formatting code needs no error checks of its own.
+ *
+ * Formats (every line is documented in doc/stats.md):
+ * - stats files: memcached "STAT"-style "name value\n" lines, integers in
+ *   decimal, hit_ratio with four decimals; awk '$1 == "hits" { print $2 }'.
+ * - metrics.prom: Prometheus text exposition 0.0.4. A family's samples must
+ *   be contiguous, so the per-region families are written family-major
+ *   (one HELP/TYPE header, then one sample per region). Names follow the
+ *   Prometheus conventions that `promtool check metrics` lints: a
+ *   regionfs_ prefix, counters end in _total, base units (_bytes,
+ *   _seconds). Keys never appear as labels (unbounded cardinality); region
+ *   names do, escaped per the format even though regions.ini only allows
+ *   [A-Za-z0-9_-]. Nanosecond totals are printed as exact decimal seconds
+ *   (no floating-point rounding).
+ * - config: "name value" lines, then one "region NAME" line per region.
+ *   Values that could break the line format (a newline in a path or in a
+ *   config error message) have their control characters replaced by '?'.
+ *
+ * Cost: one store_region_usage() (a COUNT/SUM over the region's rows) per
+ * region for the files that show stored keys; virtual files are opened by
+ * operators and scrapers, not on the data path, so that is accepted.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "virtual.h"
+
+#ifndef RFS_VERSION
+#define RFS_VERSION "unknown"
+#endif
+
+#define OUT_MIN_CAP 4096
+
+/* A growing output buffer; err is sticky (0 or -ENOMEM). */
+struct outbuf {
+	char *p;    /* NUL-terminated while len < cap */
+	size_t len; /* bytes written, without the NUL */
+	size_t cap; /* bytes allocated */
+	int err;    /* first error, later appends are no-ops */
+};
+
+/* One region, sampled once per render. */
+struct rsnap {
+	struct region_stats s;
+	struct region_limits lim;
+	uint64_t keys_stored;	     /* rows of the region in the store */
+	uint64_t value_bytes_stored; /* their value bytes */
+	bool stored;		     /* the two above are valid */
+};
+
+/* Makes room for more bytes plus a NUL. 0 or -ENOMEM. */
+static int out_reserve(struct outbuf *o, size_t more)
+{
+	size_t cap;
+	char *p;
+
+	if (o->err)
+		return o->err;
+	if (more >= SIZE_MAX / 4 - o->len) {
+		o->err = -ENOMEM;
+		return o->err;
+	}
+	if (o->len + more + 1 <= o->cap)
+		return 0;
+	cap = o->cap ? o->cap : OUT_MIN_CAP;
+	while (cap < o->len + more + 1)
+		cap *= 2;
+	p = realloc(o->p, cap);
+	if (!p) {
+		o->err = -ENOMEM;
+		return o->err;
+	}
+	o->p = p;
+	o->cap = cap;
+	return 0;
+}
+
+static void out_mem(struct outbuf *o, const void *data, size_t n)
+{
+	if (out_reserve(o, n))
+		return;
+	memcpy(o->p + o->len, data, n);
+	o->len += n;
+	o->p[o->len] = '\0';
+}
+
+static void out_str(struct outbuf *o, const char *s)
+{
+	out_mem(o, s, strlen(s));
+}
+
+static void out_printf(struct outbuf *o, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void out_printf(struct outbuf *o, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (out_reserve(o, 128))
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(o->p + o->len, o->cap - o->len, fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		o->err = -ENOMEM; /* only on a bad format: cannot happen */
+		return;
+	}
+	if ((size_t)n >= o->cap - o->len) {
+		if (out_reserve(o, (size_t)n))
+			return;
+		va_start(ap, fmt);
+		vsnprintf(o->p + o->len, o->cap - o->len, fmt, ap);
+		va_end(ap);
+	}
+	o->len += (size_t)n;
+}
+
+/* "name value\n" with an unsigned integer value. */
+static void put_u64(struct outbuf *o, const char *name, uint64_t v)
+{
+	out_printf(o, "%s %" PRIu64 "\n", name, v);
+}
+
+/* "name value\n" with a string value; control characters become '?'. */
+static void put_str(struct outbuf *o, const char *name, const char *s)
+{
+	size_t start;
+
+	if (!s)
+		s = "";
+	out_str(o, name);
+	if (*s)
+		out_str(o, " ");
+	start = o->len;
+	out_str(o, s);
+	if (o->err)
+		return;
+	for (size_t i = start; i < o->len; i++) {
+		if ((unsigned char)o->p[i] < 0x20 || o->p[i] == 0x7f)
+			o->p[i] = '?';
+	}
+	out_str(o, "\n");
+}
+
+/* A nanosecond total as exact decimal seconds ("12.000345678"). */
+static void out_seconds(struct outbuf *o, uint64_t ns)
+{
+	out_printf(o, "%" PRIu64 ".%09" PRIu64, ns / 1000000000u,
+		   ns % 1000000000u);
+}
+
+static int64_t now_realtime(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_REALTIME, &ts))
+		return 0;
+	return ts.tv_sec;
+}
+
+/* ---- sampling ------------------------------------------------------------ */
+
+static void sample_region(const struct rfs_view *v, size_t i, struct rsnap *out)
+{
+	const struct rfs_region_view *rv = &v->regions[i];
+	const char *name;
+
+	memset(out, 0, sizeof(*out));
+	if (rv->region) {
+		region_stats(rv->region, &out->s);
+		region_limits_get(rv->region, &out->lim);
+		name = region_name(rv->region);
+	} else if (rv->cfg) {
+		out->lim = rv->cfg->lim;
+		name = rv->cfg->name;
+	} else {
+		return;
+	}
+	if (v->st && store_region_usage(v->st, name, &out->keys_stored,
+					&out->value_bytes_stored) == 0)
+		out->stored = true;
+}
+
+/* Samples every region. NULL with -ENOMEM in *rc; empty views are fine. */
+static struct rsnap *sample_all(const struct rfs_view *v, int *rc)
+{
+	struct rsnap *snaps;
+
+	*rc = 0;
+	snaps = calloc(v->nregions ? v->nregions : 1, sizeof(*snaps));
+	if (!snaps) {
+		*rc = -ENOMEM;
+		return NULL;
+	}
+	for (size_t i = 0; i < v->nregions; i++)
+		sample_region(v, i, &snaps[i]);
+	return snaps;
+}
+
+/* Adds every counter and gauge of b into a (limits are not summed). */
+static void rsnap_add(struct rsnap *a, const struct rsnap *b)
+{
+	struct region_stats *x = &a->s;
+	const struct region_stats *y = &b->s;
+
+	x->gets += y->gets;
+	x->hits += y->hits;
+	x->misses += y->misses;
+	x->coalesced += y->coalesced;
+	x->loads += y->loads;
+	x->load_failures += y->load_failures;
+	x->load_not_found += y->load_not_found;
+	x->load_ns += y->load_ns;
+	x->stale_puts_rejected += y->stale_puts_rejected;
+	x->uncacheable += y->uncacheable;
+	x->installs += y->installs;
+	x->invalidations_local += y->invalidations_local;
+	x->invalidations_outside += y->invalidations_outside;
+	x->evictions_size += y->evictions_size;
+	x->evictions_ttl += y->evictions_ttl;
+	x->evictions_tti += y->evictions_tti;
+	x->entries += y->entries;
+	x->bytes += y->bytes;
+	x->flights += y->flights;
+	x->nstripes += y->nstripes;
+	if (b->stored) {
+		a->keys_stored += b->keys_stored;
+		a->value_bytes_stored += b->value_bytes_stored;
+		a->stored = true;
+	}
+}
+
+/* ---- stats files --------------------------------------------------------- */
+
+/* The counter and gauge lines shared by the region and global files. */
+static void put_region_counters(struct outbuf *o, const struct rsnap *r)
+{
+	const struct region_stats *s = &r->s;
+
+	put_u64(o, "gets", s->gets);
+	put_u64(o, "hits", s->hits);
+	put_u64(o, "misses", s->misses);
+	put_u64(o, "coalesced", s->coalesced);
+	put_u64(o, "loads", s->loads);
+	put_u64(o, "load_failures", s->load_failures);
+	put_u64(o, "load_not_found", s->load_not_found);
+	put_u64(o, "load_time_us", s->load_ns / 1000u);
+	put_u64(o, "stale_puts_rejected", s->stale_puts_rejected);
+	put_u64(o, "uncacheable", s->uncacheable);
+	put_u64(o, "installs", s->installs);
+	put_u64(o, "invalidations_local", s->invalidations_local);
+	put_u64(o, "invalidations_outside", s->invalidations_outside);
+	put_u64(o, "invalidations",
+		s->invalidations_local + s->invalidations_outside);
+	put_u64(o, "evictions_size", s->evictions_size);
+	put_u64(o, "evictions_ttl", s->evictions_ttl);
+	put_u64(o, "evictions_tti", s->evictions_tti);
+	put_u64(o, "evictions",
+		s->evictions_size + s->evictions_ttl + s->evictions_tti);
+	put_u64(o, "entries", s->entries);
+	put_u64(o, "bytes", s->bytes);
+	put_u64(o, "flights", s->flights);
+	put_u64(o, "stripes", s->nstripes);
+	if (s->gets)
+		out_printf(o, "hit_ratio %.4f\n",
+			   (double)s->hits / (double)s->gets);
+	else
+		out_str(o, "hit_ratio 0\n");
+	if (r->stored) {
+		put_u64(o, "keys_stored", r->keys_stored);
+		put_u64(o, "value_bytes_stored", r->value_bytes_stored);
+	}
+}
+
+static void render_region_stats(struct outbuf *o, const struct rfs_view *v,
+				const struct rsnap *r, size_t i)
+{
+	const struct rfs_region_view *rv = &v->regions[i];
+
+	put_str(o, "region",
+		rv->region ? region_name(rv->region) : rv->cfg->name);
+	put_region_counters(o, r);
+	put_u64(o, "max_entries", r->lim.max_entries);
+	put_u64(o, "max_bytes", r->lim.max_bytes);
+}
+
+static void put_counters(struct outbuf *o, const struct rfs_counters *c)
+{
+	put_u64(o, "lookups", c->lookups);
+	put_u64(o, "opens", c->opens);
+	put_u64(o, "reads", c->reads);
+	put_u64(o, "read_bytes", c->read_bytes);
+	put_u64(o, "writes", c->writes);
+	put_u64(o, "write_bytes", c->write_bytes);
+	put_u64(o, "commits", c->commits);
+	put_u64(o, "commit_errors", c->commit_errors);
+	put_u64(o, "unlinks", c->unlinks);
+	put_u64(o, "renames", c->renames);
+	put_u64(o, "readdirs", c->readdirs);
+	put_u64(o, "errors", c->errors);
+	put_u64(o, "open_handles", c->open_handles);
+	put_u64(o, "inodes", c->inodes);
+	put_u64(o, "feed_changes", c->feed_changes);
+	put_u64(o, "feed_lag_ms", c->feed_lag_ms);
+	put_u64(o, "config_reloads", c->config_reloads);
+	put_u64(o, "config_failures", c->config_failures);
+}
+
+static void put_store(struct outbuf *o, const struct store_stats *s)
+{
+	put_u64(o, "store_commits", s->commits);
+	put_u64(o, "store_rows", s->rows);
+	put_u64(o, "store_max_batch", s->max_batch);
+	put_u64(o, "store_errors", s->errors);
+	put_u64(o, "store_busy_retries", s->busy_retries);
+	put_u64(o, "store_commit_time_us", s->commit_ns / 1000u);
+}
+
+static void render_global_stats(struct outbuf *o, const struct rfs_view *v,
+				const struct rsnap *snaps)
+{
+	struct rsnap sum;
+	int64_t now = now_realtime();
+
+	memset(&sum, 0, sizeof(sum));
+	for (size_t i = 0; i < v->nregions; i++)
+		rsnap_add(&sum, &snaps[i]);
+	put_str(o, "version", RFS_VERSION);
+	put_u64(o, "pid", (uint64_t)getpid());
+	put_u64(o, "time", (uint64_t)(now > 0 ? now : 0));
+	put_u64(o, "uptime_seconds",
+		(uint64_t)(now > v->start_time ? now - v->start_time : 0));
+	put_u64(o, "regions", v->nregions);
+	put_u64(o, "config_generation", v->generation);
+	put_counters(o, &v->counters);
+	put_store(o, &v->store);
+	put_region_counters(o, &sum);
+}
+
+/* ---- metrics.prom -------------------------------------------------------- */
+
+/* Label value escaping per the exposition format: \\, \" and \n. */
+static void out_label_value(struct outbuf *o, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\')
+			out_str(o, "\\\\");
+		else if (*s == '"')
+			out_str(o, "\\\"");
+		else if (*s == '\n')
+			out_str(o, "\\n");
+		else
+			out_mem(o, s, 1);
+	}
+}
+
+/* HELP and TYPE lines of one family. help has no '\\' or newline. */
+static void prom_family(struct outbuf *o, const char *name, const char *type,
+			const char *help)
+{
+	out_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* One unlabelled sample with an integer value. */
+static void prom_u64(struct outbuf *o, const char *name, const char *type,
+		     const char *help, uint64_t v)
+{
+	prom_family(o, name, type, help);
+	out_printf(o, "%s %" PRIu64 "\n", name, v);
+}
+
+/* name{region="R"[,lname="lval"]} and a space, ready for the value. */
+static void prom_labels(struct outbuf *o, const char *name, const char *region,
+			const char *lname, const char *lval)
+{
+	out_str(o, name);
+	out_str(o, "{region=\"");
+	out_label_value(o, region);
+	out_str(o, "\"");
+	if (lname) {
+		out_printf(o, ",%s=\"", lname);
+		out_label_value(o, lval);
+		out_str(o, "\"");
+	}
+	out_str(o, "} ");
+}
+
+/* A per-region family whose value is one uint64_t field of struct rsnap. */
+struct prom_region_metric {
+	const char *name;
+	const char *type;
+	const char *help;
+	size_t off;	   /* offsetof(struct rsnap, ...) */
+	bool needs_stored; /* only for regions whose usage was read */
+};
+
+#define RS(field) offsetof(struct rsnap, s.field)
+#define RL(field) offsetof(struct rsnap, lim.field)
+#define RU(field) offsetof(struct rsnap, field)
+
+static const struct prom_region_metric prom_region_metrics[] = {
+	{"regionfs_gets_total", "counter",
+	 "Lookups of keys in the region's cache.", RS(gets), false},
+	{"regionfs_hits_total", "counter", "Lookups served from the cache.",
+	 RS(hits), false},
+	{"regionfs_misses_total", "counter",
+	 "Lookups not served from the cache (including coalesced ones).",
+	 RS(misses), false},
+	{"regionfs_coalesced_total", "counter",
+	 "Misses that waited for another reader's load of the same key.",
+	 RS(coalesced), false},
+	{"regionfs_loads_total", "counter",
+	 "Loads from the store completed successfully.", RS(loads), false},
+	{"regionfs_load_failures_total", "counter",
+	 "Loads from the store completed with an error.", RS(load_failures),
+	 false},
+	{"regionfs_load_not_found_total", "counter",
+	 "Loads from the store that found no such key.", RS(load_not_found),
+	 false},
+	{"regionfs_stale_puts_rejected_total", "counter",
+	 "Installs of loaded values refused because a write overlapped.",
+	 RS(stale_puts_rejected), false},
+	{"regionfs_uncacheable_total", "counter",
+	 "Loaded values too large to be cached.", RS(uncacheable), false},
+	{"regionfs_installs_total", "counter", "Values installed in the cache.",
+	 RS(installs), false},
+	{"regionfs_cache_entries", "gauge", "Entries in the cache.",
+	 RS(entries), false},
+	{"regionfs_cache_bytes", "gauge", "Key and value bytes in the cache.",
+	 RS(bytes), false},
+	{"regionfs_flights", "gauge", "Loads from the store in the air.",
+	 RS(flights), false},
+	{"regionfs_cache_max_entries", "gauge",
+	 "Limit on cache entries (0 = unlimited).", RL(max_entries), false},
+	{"regionfs_cache_max_bytes", "gauge",
+	 "Limit on cache key and value bytes (0 = unlimited).", RL(max_bytes),
+	 false},
+	{"regionfs_max_value_size_bytes", "gauge",
+	 "Largest value a key may hold (0 = no limit).", RL(max_value_size),
+	 false},
+	{"regionfs_stored_keys", "gauge", "Keys of the region in the database.",
+	 RU(keys_stored), true},
+	{"regionfs_stored_value_bytes", "gauge",
+	 "Value bytes of the region in the database.", RU(value_bytes_stored),
+	 true},
+};
+
+static const char *snap_region_name(const struct rfs_view *v, size_t i)
+{
+	const struct rfs_region_view *rv = &v->regions[i];
+
+	if (rv->region)
+		return region_name(rv->region);
+	return rv->cfg ? rv->cfg->name : "";
+}
+
+static void prom_region_table(struct outbuf *o, const struct rfs_view *v,
+			      const struct rsnap *snaps)
+{
+	size_t n = sizeof(prom_region_metrics) / sizeof(prom_region_metrics[0]);
+
+	for (size_t m = 0; m < n; m++) {
+		const struct prom_region_metric *pm = &prom_region_metrics[m];
+
+		prom_family(o, pm->name, pm->type, pm->help);
+		for (size_t i = 0; i < v->nregions; i++) {
+			uint64_t val;
+
+			if (pm->needs_stored && !snaps[i].stored)
+				continue;
+			memcpy(&val, (const char *)&snaps[i] + pm->off,
+			       sizeof(val));
+			prom_labels(o, pm->name, snap_region_name(v, i), NULL,
+				    NULL);
+			out_printf(o, "%" PRIu64 "\n", val);
+		}
+	}
+}
+
+static void prom_load_seconds(struct outbuf *o, const struct rfs_view *v,
+			      const struct rsnap *snaps)
+{
+	const char *n = "regionfs_load_seconds_total";
+
+	prom_family(o, n, "counter",
+		    "Time loads from the store were in the air.");
+	for (size_t i = 0; i < v->nregions; i++) {
+		prom_labels(o, n, snap_region_name(v, i), NULL, NULL);
+		out_seconds(o, snaps[i].s.load_ns);
+		out_str(o, "\n");
+	}
+}
+
+static void prom_evictions(struct outbuf *o, const struct rfs_view *v,
+			   const struct rsnap *snaps)
+{
+	static const char *const causes[] = {"size", "ttl", "tti"};
+	const char *n = "regionfs_evictions_total";
+
+	prom_family(o, n, "counter",
+		    "Entries evicted, by cause: size limits, ttl or tti "
+		    "expiry.");
+	for (size_t i = 0; i < v->nregions; i++) {
+		const struct region_stats *s = &snaps[i].s;
+		const uint64_t val[] = {s->evictions_size, s->evictions_ttl,
+					s->evictions_tti};
+
+		for (size_t c = 0; c < 3; c++) {
+			prom_labels(o, n, snap_region_name(v, i), "cause",
+				    causes[c]);
+			out_printf(o, "%" PRIu64 "\n", val[c]);
+		}
+	}
+}
+
+static void prom_invalidations(struct outbuf *o, const struct rfs_view *v,
+			       const struct rsnap *snaps)
+{
+	static const char *const origins[] = {"local", "outside"};
+	const char *n = "regionfs_invalidations_total";
+
+	prom_family(o, n, "counter",
+		    "Keys invalidated by writes, by origin: this mount or "
+		    "outside writers.");
+	for (size_t i = 0; i < v->nregions; i++) {
+		const struct region_stats *s = &snaps[i].s;
+		const uint64_t val[] = {s->invalidations_local,
+					s->invalidations_outside};
+
+		for (size_t c = 0; c < 2; c++) {
+			prom_labels(o, n, snap_region_name(v, i), "origin",
+				    origins[c]);
+			out_printf(o, "%" PRIu64 "\n", val[c]);
+		}
+	}
+}
+
+static void prom_daemon_info(struct outbuf *o, const struct rfs_view *v)
+{
+	const char *n = "regionfs_build_info";
+	bool ok = v->last_result && strcmp(v->last_result, "ok") == 0;
+
+	prom_family(o, n, "gauge", "Always 1; the version as a label.");
+	out_str(o, "regionfs_build_info{version=\"");
+	out_label_value(o, RFS_VERSION);
+	out_str(o, "\"} 1\n");
+	prom_u64(o, "regionfs_start_time_seconds", "gauge",
+		 "Unix time the file system was mounted.",
+		 (uint64_t)(v->start_time > 0 ? v->start_time : 0));
+	prom_u64(o, "regionfs_regions", "gauge", "Regions configured.",
+		 v->nregions);
+	prom_u64(o, "regionfs_config_generation", "gauge",
+		 "Configuration generation, 1 at start, +1 per applied reload.",
+		 v->generation);
+	prom_u64(o, "regionfs_config_loaded_timestamp_seconds", "gauge",
+		 "Unix time the running configuration was loaded.",
+		 (uint64_t)(v->loaded_at > 0 ? v->loaded_at : 0));
+	prom_u64(o, "regionfs_config_last_reload_success", "gauge",
+		 "1 if the last configuration load succeeded, else 0.", ok);
+}
+
+/* One daemon-level counter or gauge taken from struct rfs_counters. */
+struct prom_daemon_metric {
+	const char *name;
+	const char *type;
+	const char *help;
+	size_t off; /* offsetof(struct rfs_counters, ...) */
+};
+
+#define RC(field) offsetof(struct rfs_counters, field)
+
+static const struct prom_daemon_metric prom_daemon_metrics[] = {
+	{"regionfs_lookups_total", "counter", "LOOKUP requests.", RC(lookups)},
+	{"regionfs_opens_total", "counter", "Opens and creates of key files.",
+	 RC(opens)},
+	{"regionfs_reads_total", "counter", "READ requests on key files.",
+	 RC(reads)},
+	{"regionfs_read_bytes_total", "counter",
+	 "Bytes returned by READ requests on key files.", RC(read_bytes)},
+	{"regionfs_writes_total", "counter", "WRITE requests on key files.",
+	 RC(writes)},
+	{"regionfs_write_bytes_total", "counter",
+	 "Bytes accepted by WRITE requests on key files.", RC(write_bytes)},
+	{"regionfs_commits_total", "counter",
+	 "Values committed by close or fsync.", RC(commits)},
+	{"regionfs_commit_errors_total", "counter",
+	 "Commits that failed (the error was returned to the caller).",
+	 RC(commit_errors)},
+	{"regionfs_unlinks_total", "counter", "Keys removed.", RC(unlinks)},
+	{"regionfs_renames_total", "counter", "Keys renamed.", RC(renames)},
+	{"regionfs_readdirs_total", "counter", "READDIR requests.",
+	 RC(readdirs)},
+	{"regionfs_errors_total", "counter", "Requests answered with an error.",
+	 RC(errors)},
+	{"regionfs_open_handles", "gauge", "Open key and virtual files.",
+	 RC(open_handles)},
+	{"regionfs_inodes", "gauge", "Inodes the kernel holds.", RC(inodes)},
+	{"regionfs_feed_changes_total", "counter",
+	 "Outside changes applied from the change feed.", RC(feed_changes)},
+	{"regionfs_config_reloads_total", "counter",
+	 "Configuration reloads applied.", RC(config_reloads)},
+	{"regionfs_config_reload_failures_total", "counter",
+	 "Configuration reloads refused (the old configuration kept running).",
+	 RC(config_failures)},
+};
+
+static void prom_daemon(struct outbuf *o, const struct rfs_view *v)
+{
+	size_t n = sizeof(prom_daemon_metrics) / sizeof(prom_daemon_metrics[0]);
+	const struct store_stats *s = &v->store;
+	const char *name;
+
+	for (size_t m = 0; m < n; m++) {
+		const struct prom_daemon_metric *pm = &prom_daemon_metrics[m];
+		uint64_t val;
+
+		memcpy(&val, (const char *)&v->counters + pm->off, sizeof(val));
+		prom_u64(o, pm->name, pm->type, pm->help, val);
+	}
+	name = "regionfs_feed_lag_seconds";
+	prom_family(o, name, "gauge",
+		    "Age of the newest change applied from the change feed.");
+	out_printf(o, "%s %" PRIu64 ".%03" PRIu64 "\n", name,
+		   v->counters.feed_lag_ms / 1000u,
+		   v->counters.feed_lag_ms % 1000u);
+	prom_u64(o, "regionfs_store_commits_total", "counter",
+		 "Write transactions committed.", s->commits);
+	prom_u64(o, "regionfs_store_rows_total", "counter",
+		 "Row changes committed.", s->rows);
+	prom_u64(o, "regionfs_store_batch_max_rows", "gauge",
+		 "Most row changes committed in one transaction.",
+		 s->max_batch);
+	prom_u64(o, "regionfs_store_errors_total", "counter",
+		 "Row changes that failed.", s->errors);
+	prom_u64(o, "regionfs_store_busy_retries_total", "counter",
+		 "Retries after the database was busy.", s->busy_retries);
+	name = "regionfs_store_commit_seconds_total";
+	prom_family(o, name, "counter", "Time spent in COMMIT.");
+	out_printf(o, "%s ", name);
+	out_seconds(o, s->commit_ns);
+	out_str(o, "\n");
+}
+
+static void render_metrics(struct outbuf *o, const struct rfs_view *v,
+			   const struct rsnap *snaps)
+{
+	prom_daemon_info(o, v);
+	prom_daemon(o, v);
+	prom_region_table(o, v, snaps);
+	prom_load_seconds(o, v, snaps);
+	prom_evictions(o, v, snaps);
+	prom_invalidations(o, v, snaps);
+}
+
+/* ---- config files -------------------------------------------------------- */
+
+static void render_config(struct outbuf *o, const struct rfs_view *v)
+{
+	put_str(o, "path", v->config_path);
+	put_str(o, "database", v->db_path);
+	put_u64(o, "generation", v->generation);
+	out_printf(o, "loaded_at %" PRId64 "\n", v->loaded_at);
+	put_str(o, "last_reload", v->last_result ? v->last_result : "ok");
+	put_str(o, "last_error", v->last_error);
+	for (size_t i = 0; i < v->nregions; i++)
+		put_str(o, "region", snap_region_name(v, i));
+}
+
+/* config_format_region() sizes like snprintf: try, then grow and retry. */
+static void render_region_config(struct outbuf *o,
+				 const struct config_region *cr)
+{
+	size_t need;
+
+	if (out_reserve(o, 512))
+		return;
+	need = config_format_region(cr, o->p + o->len, o->cap - o->len);
+	if (need >= o->cap - o->len) {
+		if (out_reserve(o, need))
+			return;
+		need = config_format_region(cr, o->p + o->len, o->cap - o->len);
+	}
+	o->len += need;
+}
+
+/* ---- entry point --------------------------------------------------------- */
+
+static bool needs_snapshots(enum rfs_vfile kind)
+{
+	return kind == RFS_V_STATS || kind == RFS_V_METRICS;
+}
+
+/* The region files of index i; -ENOENT if there is no such region. */
+static int render_one_region(struct outbuf *o, const struct rfs_view *v,
+			     enum rfs_vfile kind, size_t i)
+{
+	struct rsnap snap;
+
+	if (i >= v->nregions || (!v->regions[i].region && !v->regions[i].cfg))
+		return -ENOENT;
+	if (kind == RFS_V_REGION_CONFIG) {
+		if (!v->regions[i].cfg)
+			return -ENOENT;
+		render_region_config(o, v->regions[i].cfg);
+		return 0;
+	}
+	sample_region(v, i, &snap);
+	render_region_stats(o, v, &snap, i);
+	return 0;
+}
+
+int rfs_virtual_render(const struct rfs_view *v, enum rfs_vfile kind,
+		       size_t region_index, char **buf, size_t *len)
+{
+	struct outbuf o = {0};
+	struct rsnap *snaps = NULL;
+	int rc = 0;
+
+	*buf = NULL;
+	*len = 0;
+	if (needs_snapshots(kind)) {
+		snaps = sample_all(v, &rc);
+		if (rc)
+			goto out;
+	}
+	switch (kind) {
+	case RFS_V_STATS:
+		render_global_stats(&o, v, snaps);
+		break;
+	case RFS_V_METRICS:
+		render_metrics(&o, v, snaps);
+		break;
+	case RFS_V_CONFIG:
+		render_config(&o, v);
+		break;
+	case RFS_V_REGION_STATS:
+	case RFS_V_REGION_CONFIG:
+		rc = render_one_region(&o, v, kind, region_index);
+		break;
+	default:
+		rc = -EINVAL;
+		break;
+	}
+	if (!rc && !o.p)
+		out_reserve(&o, 0); /* an empty file is still a buffer */
+	if (!rc)
+		rc = o.err;
+out:
+	free(snaps);
+	if (rc) {
+		free(o.p);
+		return rc;
+	}
+	*buf = o.p;
+	*len = o.len;
+	return 0;
+}

@@ -1,0 +1,205 @@
+#!/bin/bash
+#
+# test_stats.sh - the .regionfs/ files on a real mount: their names, the
+# config files, counters that follow the operations (misses and loads on a
+# first read, hits on the second, invalidations after a write, evictions in
+# a region with max_entries 4), global sums, one snapshot per open, and
+# metrics.prom passing `promtool check metrics` with no output.
+#
+# The keys are written in a first mount and read in a second one, so the
+# cache starts empty whatever the daemon does at write time (write-through
+# or not): the first read of a key must then be a miss.
+
+# shellcheck source=harness.sh disable=SC2154 # rfs_stat/rfs_helper use printf -v
+. "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+
+rfs_init
+rfs_mount
+M=$RFS_MNT
+V=$M/.regionfs
+for i in 1 2 3 4 5 6 7 8; do
+	echo "main value $i" >"$M/main/k$i" || rfs_fail "write main/k$i"
+	echo "small value $i" >"$M/small/k$i" || rfs_fail "write small/k$i"
+done
+rfs_umount
+rfs_mount
+
+# ---- names and config files ------------------------------------------------
+
+[ "$(ls "$V" | tr '\n' ' ')" = "config metrics.prom regions stats " ] ||
+	rfs_fail ".regionfs lists '$(ls "$V" | tr '\n' ' ')'"
+[ "$(ls "$V/regions" | tr '\n' ' ')" = "main other small tiny " ] ||
+	rfs_fail ".regionfs/regions lists '$(ls "$V/regions" | tr '\n' ' ')'"
+[ "$(ls "$V/regions/small" | tr '\n' ' ')" = "config stats " ] ||
+	rfs_fail ".regionfs/regions/small lists the wrong files"
+rfs_expect_err "No such file or directory" cat "$V/regions/nope/stats"
+rfs_expect_err "No such file or directory" cat "$V/nope"
+rfs_ok ".regionfs/ has the documented files"
+
+rfs_stat v "$V/config" path
+[ "$v" = "$RFS_INI" ] || rfs_fail "config path '$v'"
+rfs_stat v "$V/config" database
+[ "$v" = "$RFS_DB" ] || rfs_fail "config database '$v'"
+rfs_stat v "$V/config" generation
+[ "$v" = 1 ] || rfs_fail "config generation '$v'"
+rfs_stat v "$V/config" last_reload
+[ "$v" = ok ] || rfs_fail "config last_reload '$v'"
+rfs_stat v "$V/config" loaded_at
+[ "$v" -gt 1600000000 ] || rfs_fail "config loaded_at '$v'"
+grep -qx 'last_error *' "$V/config" || rfs_fail "no empty last_error line"
+[ "$(awk '$1 == "region" { printf "%s ", $2 }' "$V/config")" = \
+	"main other small tiny " ] || rfs_fail "config region lines"
+rfs_ok ".regionfs/config shows path, database, generation, reload, regions"
+
+rfs_stat v "$V/regions/small/config" name
+[ "$v" = small ] || rfs_fail "small/config name '$v'"
+rfs_stat v "$V/regions/small/config" max_entries
+[ "$v" = 4 ] || rfs_fail "small/config max_entries '$v'"
+rfs_stat v "$V/regions/tiny/config" max_value_size
+[ "$v" = 1024 ] || rfs_fail "tiny/config max_value_size '$v'"
+rfs_stat v "$V/regions/main/config" max_value_size
+[ "$v" = 2097152 ] || rfs_fail "main/config max_value_size '$v'"
+rfs_ok "per-region config files show the effective settings"
+
+# ---- line format -------------------------------------------------------------
+
+for f in "$V/stats" "$V/regions/main/stats" "$V/regions/small/stats"; do
+	bad=$(grep -Ev '^[a-z0-9_]+ [0-9]+(\.[0-9]+)?$' "$f" |
+		grep -Ev '^(version|region) [^ ]+$')
+	[ -z "$bad" ] || rfs_fail "$f has lines that are not 'name number': $bad"
+	dup=$(awk '{ print $1 }' "$f" | sort | uniq -d)
+	[ -z "$dup" ] || rfs_fail "$f repeats: $dup"
+done
+for n in gets hits misses coalesced loads load_failures load_not_found \
+	load_time_us stale_puts_rejected uncacheable installs \
+	invalidations_local invalidations_outside invalidations \
+	evictions_size evictions_ttl evictions_tti evictions entries bytes \
+	flights stripes hit_ratio max_entries max_bytes keys_stored \
+	value_bytes_stored; do
+	rfs_stat v "$V/regions/main/stats" "$n"
+done
+rfs_stat v "$V/regions/main/stats" keys_stored
+[ "$v" = 8 ] || rfs_fail "main keys_stored '$v'"
+rfs_ok "stats files are unique 'name value' lines with every field"
+
+# ---- misses, loads, hits -----------------------------------------------------
+
+S=$V/regions/main/stats
+rfs_stat m0 "$S" misses
+rfs_stat l0 "$S" loads
+rfs_stat h0 "$S" hits
+[ "$(cat "$M/main/k1")" = "main value 1" ] || rfs_fail "read main/k1"
+rfs_stat m1 "$S" misses
+rfs_stat l1 "$S" loads
+rfs_stat h1 "$S" hits
+[ "$m1" -ge $((m0 + 1)) ] || rfs_fail "first read: misses $m0 -> $m1"
+[ "$l1" -ge $((l0 + 1)) ] || rfs_fail "first read: loads $l0 -> $l1"
+rfs_ok "a first read counts a miss and a load ($m0->$m1, $l0->$l1)"
+[ "$(cat "$M/main/k1")" = "main value 1" ] || rfs_fail "reread main/k1"
+rfs_stat m2 "$S" misses
+rfs_stat l2 "$S" loads
+rfs_stat h2 "$S" hits
+[ "$h2" -ge $((h1 + 1)) ] || rfs_fail "second read: hits $h1 -> $h2"
+[ "$m2" = "$m1" ] || rfs_fail "second read: misses $m1 -> $m2"
+[ "$l2" = "$l1" ] || rfs_fail "second read: loads $l1 -> $l2"
+rfs_stat e "$S" entries
+[ "$e" -ge 1 ] || rfs_fail "entries $e after a load"
+rfs_ok "a second read counts a hit and no miss ($h1->$h2)"
+
+# ---- one snapshot per open -----------------------------------------------------
+
+exec 3<"$S"
+cat "$M/main/k1" >/dev/null
+cat "$M/main/k2" >/dev/null
+snap=$(awk '$1 == "gets" { print $2 }' <&3)
+exec 3<&-
+rfs_stat g "$S" gets
+[ "$snap" -lt "$g" ] || rfs_fail "a stats handle is not a snapshot at open"
+rfs_ok "a stats file is one snapshot taken at open ($snap < $g)"
+
+# ---- invalidations after a write -------------------------------------------------
+
+rfs_stat i0 "$S" invalidations_local
+echo "main value 1 again" >"$M/main/k1" || rfs_fail "rewrite main/k1"
+rfs_stat i1 "$S" invalidations_local
+rfs_stat it "$S" invalidations
+rfs_stat io "$S" invalidations_outside
+[ "$i1" -ge $((i0 + 1)) ] || rfs_fail "write: invalidations_local $i0 -> $i1"
+[ "$it" = $((i1 + io)) ] || rfs_fail "invalidations is not local + outside"
+[ "$(cat "$M/main/k1")" = "main value 1 again" ] ||
+	rfs_fail "the rewrite is not read back"
+rfs_ok "a write counts invalidations ($i0->$i1)"
+
+# ---- evictions in a small region -------------------------------------------------
+
+Z=$V/regions/small/stats
+rfs_stat z0 "$Z" evictions_size
+for i in 1 2 3 4 5 6 7 8; do
+	[ "$(cat "$M/small/k$i")" = "small value $i" ] || rfs_fail "small/k$i"
+done
+rfs_stat z1 "$Z" evictions_size
+rfs_stat zt "$Z" evictions
+rfs_stat ze "$Z" entries
+rfs_stat zi "$Z" installs
+[ "$ze" -le 4 ] || rfs_fail "small region holds $ze entries (max 4)"
+[ "$zi" -ge 8 ] || rfs_fail "small region installed $zi values, not 8"
+[ "$z1" -ge $((z0 + 4)) ] || rfs_fail "evictions_size $z0 -> $z1"
+[ "$zt" -ge "$z1" ] || rfs_fail "evictions < evictions_size"
+rfs_ok "8 keys in a region of 4 entries: $z1 evictions, $ze entries"
+
+# ---- global sums ---------------------------------------------------------------
+
+G=$V/stats
+for n in gets hits misses loads installs invalidations evictions entries; do
+	sum=0
+	for r in main other small tiny; do
+		rfs_stat v "$V/regions/$r/stats" "$n"
+		sum=$((sum + v))
+	done
+	rfs_stat v "$G" "$n"
+	[ "$v" = "$sum" ] || rfs_fail "global $n $v is not the sum $sum"
+done
+rfs_stat v "$G" pid
+[ "$v" = "$RFS_PID" ] || rfs_fail "global pid $v is not $RFS_PID"
+rfs_stat v "$G" regions
+[ "$v" = 4 ] || rfs_fail "global regions $v"
+rfs_stat v "$G" config_generation
+[ "$v" = 1 ] || rfs_fail "global config_generation $v"
+rfs_stat v "$G" commits
+[ "$v" -ge 1 ] || rfs_fail "global commits $v after a write"
+rfs_stat v "$G" store_commits
+[ "$v" -ge 1 ] || rfs_fail "global store_commits $v after a write"
+rfs_stat v "$G" version
+[ -n "$v" ] || rfs_fail "no version"
+for n in lookups opens reads read_bytes writes write_bytes commit_errors \
+	unlinks renames readdirs errors open_handles inodes feed_changes \
+	feed_lag_ms config_reloads config_failures uptime_seconds \
+	store_rows store_max_batch store_errors store_busy_retries \
+	store_commit_time_us keys_stored value_bytes_stored hit_ratio; do
+	rfs_stat v "$G" "$n"
+done
+rfs_ok "global stats: daemon info, counters, store, sums of the regions"
+
+# ---- metrics.prom --------------------------------------------------------------
+
+cat "$V/metrics.prom" >"$RFS_TMP/metrics.prom" || rfs_fail "read metrics"
+out=$(promtool check metrics <"$RFS_TMP/metrics.prom" 2>&1) ||
+	rfs_fail "promtool check metrics failed: $out"
+[ -z "$out" ] || rfs_fail "promtool check metrics warns: $out"
+grep -q '^regionfs_build_info{version="[^"]*"} 1$' "$RFS_TMP/metrics.prom" ||
+	rfs_fail "no regionfs_build_info"
+rfs_stat h "$V/regions/small/stats" hits
+grep -qx "regionfs_hits_total{region=\"small\"} $h" "$RFS_TMP/metrics.prom" ||
+	rfs_fail "regionfs_hits_total of small is not $h"
+grep -q '^regionfs_evictions_total{region="small",cause="size"} [1-9]' \
+	"$RFS_TMP/metrics.prom" || rfs_fail "no size evictions for small"
+grep -q '^regionfs_invalidations_total{region="main",origin="local"} [1-9]' \
+	"$RFS_TMP/metrics.prom" || rfs_fail "no local invalidations for main"
+grep -q '^regionfs_load_seconds_total{region="main"} [0-9.]*$' \
+	"$RFS_TMP/metrics.prom" || rfs_fail "no regionfs_load_seconds_total"
+grep -q 'k1' "$RFS_TMP/metrics.prom" && rfs_fail "a key name leaked into metrics"
+rfs_ok "metrics.prom passes promtool check metrics silently"
+
+rfs_umount
+rfs_ok "clean unmount, daemon exited 0"
+rfs_done
