@@ -1,0 +1,446 @@
+/*
+ * fs.h - internal interfaces of the regionfs daemon, shared by fs/ only.
+ *
+ * The daemon is split into:
+ *   main.c    command line, startup checks, daemonizing, the session loop
+ *             and the orderly shutdown
+ *   daemon.c  the daemon's global state: the region table (swapped whole on
+ *             a reload), the striped counters, the background thread
+ *             (sweeps, change-feed pruning, regions.ini reloads), systemd
+ *             notification
+ *   inode.c   inode numbers and lookup counts
+ *   handle.c  open files: read handles, write buffers and the commit
+ *             (E1, store_put, E2), virtual-file and directory handles
+ *   ops.c     the FUSE low-level operations
+ *   log.c     rfs_log(): stderr in the foreground, syslog otherwise
+ *   virtual.c the .regionfs/ files (see virtual.h)
+ *
+ * Lock order, for every lock in fs/ (a lock may be taken while holding
+ * only locks to its left):
+ *   cfg_lock (daemon.c) -> table shard lock (daemon.c)
+ *   handle->mu (handle.c) -> inode table lock (inode.c)
+ *   handle list stripe lock (handle.c): a leaf
+ * No fs/ lock is held across fuse_reply_*(), across store_*() calls or
+ * across calls into regions/ that may sleep (region_get() joining a
+ * flight). Engine stripe locks are never visible here.
+ */
+#ifndef RFS_FS_H
+#define RFS_FS_H
+
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "region.h"
+#include "store.h"
+#include "virtual.h"
+
+#ifndef RFS_VERSION
+#define RFS_VERSION "unknown"
+#endif
+
+#define RFS_DEFAULT_CONFIG "/etc/regionfs/regions.ini"
+
+/*
+ * Hard cap on a value, whatever regions.ini says: SQLite's default
+ * SQLITE_MAX_LENGTH (1,000,000,000 bytes) refuses larger blobs.
+ */
+#define RFS_MAX_VALUE 1000000000ULL
+
+/* ---- log.c --------------------------------------------------------------- */
+
+enum rfs_log_level {
+	RFS_LOG_ERR = 0,
+	RFS_LOG_WARNING,
+	RFS_LOG_NOTICE,
+	RFS_LOG_INFO,
+	RFS_LOG_DEBUG,
+};
+
+/* Until rfs_log_to_syslog() is called, lines go to stderr. */
+void rfs_log_to_syslog(void);
+void rfs_log_set_debug(bool on);
+void rfs_log(enum rfs_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/*
+ * Escapes klen bytes of key for a log line: printable ASCII stays, a
+ * backslash becomes "\\", every other byte "\xNN". Returns buf, which must
+ * hold RFS_ESC_LEN bytes (enough for REGION_MAX_KEY bytes; longer keys are
+ * cut with "...").
+ */
+#define RFS_ESC_LEN (REGION_MAX_KEY * 4 + 4)
+const char *rfs_escape(const void *key, size_t klen, char *buf);
+/* Routes libfuse's own messages through rfs_log(). */
+void rfs_log_capture_fuse(void);
+
+/* ---- daemon.c: regions --------------------------------------------------- */
+
+/*
+ * One region as the daemon serves it: the live cache and the settings it
+ * was configured with. Immutable after creation except refs; a reload that
+ * changes a region's settings builds a new struct rfs_region (which may
+ * share the struct region when the limits can be applied live).
+ */
+struct rfs_region {
+	atomic_ulong refs;	  /* the table, requests, handles */
+	struct region *r;	  /* one engine reference held */
+	struct config_region cfg; /* copy of the effective settings */
+};
+
+/*
+ * The set of regions: an immutable snapshot, replaced whole by a reload.
+ * byname is sorted with strcmp for bsearch; v is in regions.ini order.
+ */
+struct rfs_table {
+	atomic_ulong refs;
+	size_t n;
+	struct rfs_region **v;	    /* file order; one reference each */
+	struct rfs_region **byname; /* the same pointers, sorted */
+};
+
+/* The region called name, with a reference, or NULL. Never blocks long. */
+struct rfs_region *rfs_region_get(const char *name);
+/* Is there a region called name? Takes no reference (no shared write). */
+bool rfs_region_exists(const char *name);
+/* How many regions there are now. */
+size_t rfs_region_count(void);
+void rfs_region_put(struct rfs_region *rr);
+/* The current table, with a reference. */
+struct rfs_table *rfs_table_get(void);
+void rfs_table_put(struct rfs_table *t);
+/* Index of name in t->v, or -1. */
+long rfs_table_index(const struct rfs_table *t, const char *name);
+
+/* ---- daemon.c: global state ---------------------------------------------- */
+
+/*
+ * The daemon. One per process. Fields in the first group are set by
+ * main.c before the session loop starts and never change afterwards.
+ */
+struct rfs {
+	struct store *st;
+	struct fuse_session *se;
+	const char *config_path; /* absolute */
+	const char *db_path;	 /* absolute */
+	uid_t uid;		 /* owner shown for every file */
+	gid_t gid;
+	struct timespec mount_time; /* CLOCK_REALTIME at start */
+	bool foreground;
+
+	/* the configuration's state; L: cfg_lock */
+	pthread_mutex_t cfg_lock;
+	uint64_t generation;		 /* 1 at start, +1 per applied reload */
+	int64_t loaded_at;		 /* CLOCK_REALTIME seconds */
+	bool last_ok;			 /* result of the last load */
+	char last_error[CONFIG_ERR_LEN]; /* its message, "" when ok */
+	atomic_ulong reloads;		 /* successful reloads */
+	atomic_ulong reload_failures;	 /* refused reloads */
+};
+
+extern struct rfs rfs;
+
+/*
+ * Builds the first region table from c (which the daemon keeps no pointer
+ * to). Sets generation 1. 0 or -errno.
+ */
+int rfs_daemon_init(const struct config *c);
+/* Drops the table. After the session loop and the background thread. */
+void rfs_daemon_fini(void);
+
+/*
+ * Starts/stops the background thread. Start after the mount is up, from
+ * the thread that then runs the session loop.
+ */
+int rfs_bg_start(void);
+void rfs_bg_stop(void);
+/* Asks the background thread to reload regions.ini. Async-signal-safe. */
+void rfs_reload_request(void);
+/*
+ * SIGTERM/SIGINT: asks the background thread to end the session loop.
+ * Async-signal-safe. rfs_loop_done() tells it the loop has returned.
+ */
+void rfs_exit_request(void);
+void rfs_loop_done(void);
+/*
+ * Reloads regions.ini now (the background thread calls it). Returns 0 if
+ * the new configuration was applied, -errno if it was refused.
+ */
+int rfs_reload(void);
+
+/* Sends "READY=1" etc. to $NOTIFY_SOCKET if set. */
+void rfs_sd_notify(const char *state);
+
+/*
+ * Fills *v for the virtual files. Every pointer in *v stays valid until
+ * rfs_view_release(); strings are copied into *v's own storage.
+ */
+struct rfs_view_hold {
+	struct rfs_view view;
+	struct rfs_table *t;
+	struct rfs_region_view *rv;
+	char last_error[CONFIG_ERR_LEN];
+};
+int rfs_view_build(struct rfs_view_hold *h);
+void rfs_view_release(struct rfs_view_hold *h);
+
+/* ---- daemon.c: counters -------------------------------------------------- */
+
+/*
+ * The daemon's counters (struct rfs_counters in virtual.h), kept in
+ * per-thread slots so that hot counters never share a cache line between
+ * threads (seed 003), and summed by rfs_counters_sum().
+ */
+enum rfs_ctr {
+	RFS_C_LOOKUPS = 0,
+	RFS_C_OPENS,
+	RFS_C_READS,
+	RFS_C_READ_BYTES,
+	RFS_C_WRITES,
+	RFS_C_WRITE_BYTES,
+	RFS_C_COMMITS,
+	RFS_C_COMMIT_ERRORS,
+	RFS_C_UNLINKS,
+	RFS_C_RENAMES,
+	RFS_C_READDIRS,
+	RFS_C_ERRORS,
+	RFS_C_OPEN_HANDLES, /* gauge: +1/-1 */
+	RFS_C_NR,
+};
+
+void rfs_count(enum rfs_ctr c, int64_t n);
+void rfs_counters_sum(struct rfs_counters *out);
+/* A small per-thread number (0..n-1), assigned on first use. */
+unsigned rfs_thread_slot(unsigned n);
+
+/* ---- ops.c --------------------------------------------------------------- */
+
+extern const struct fuse_lowlevel_ops rfs_ops;
+
+/* ---- inode.c ------------------------------------------------------------- */
+
+/* Fixed inode numbers. Dynamic ones start at RFS_INO_DYNAMIC. */
+#define RFS_INO_ROOT	 1 /* FUSE_ROOT_ID */
+#define RFS_INO_VDIR	 2 /* .regionfs/ */
+#define RFS_INO_VSTATS	 3 /* .regionfs/stats */
+#define RFS_INO_VMETRICS 4 /* .regionfs/metrics.prom */
+#define RFS_INO_VCONFIG	 5 /* .regionfs/config */
+#define RFS_INO_VREGIONS 6 /* .regionfs/regions/ */
+#define RFS_INO_DYNAMIC	 16
+
+#define RFS_VDIR_NAME "regionfs" /* after the leading '.' */
+
+/* What a dynamic inode names. */
+enum rfs_ikind {
+	RFS_I_KEY = 0,	      /* <region>/<key> */
+	RFS_I_REGION,	      /* <region>/ */
+	RFS_I_VREGION,	      /* .regionfs/regions/<region>/ */
+	RFS_I_VREGION_STATS,  /* .regionfs/regions/<region>/stats */
+	RFS_I_VREGION_CONFIG, /* .regionfs/regions/<region>/config */
+};
+
+struct rfs_handle;
+
+/* A copy of what an inode names, taken under the inode table's lock. */
+struct rfs_ident {
+	enum rfs_ikind kind;
+	bool gone; /* unlinked, or replaced by a rename */
+	char region[REGION_MAX_NAME + 1];
+	char key[REGION_MAX_KEY + 1]; /* NUL-terminated; keys hold no NUL */
+	size_t klen;
+	/* a gone key: its last known row (size, mtime) */
+	struct store_meta last;
+	bool last_valid;
+	/* an open write handle with uncommitted data: its size */
+	bool pending;
+	uint64_t pending_size;
+};
+
+int rfs_inode_init(void);
+/* Frees every inode (at exit; the kernel is gone). */
+void rfs_inode_fini(void);
+/*
+ * Finds or creates the inode for (kind, region, key) and counts one
+ * kernel lookup. klen 0 for the region kinds. 0 or -ENOMEM.
+ */
+int rfs_inode_lookup(enum rfs_ikind kind, const char *region, const void *key,
+		     size_t klen, fuse_ino_t *ino);
+/* The number of the live inode for a key, without counting; 0 if none. */
+fuse_ino_t rfs_inode_peek(const char *region, const void *key, size_t klen);
+/* Copies what ino names into *out. -ENOENT for an unknown number. */
+int rfs_inode_ident(fuse_ino_t ino, struct rfs_ident *out);
+/* FORGET: drops n lookups; frees the inode when nothing holds it. */
+void rfs_inode_forget(fuse_ino_t ino, uint64_t n);
+/*
+ * The key was removed (unlink): its inode, if any, becomes gone and stops
+ * answering lookups. last (may be NULL) is the row as it was.
+ */
+void rfs_inode_unlinked(const char *region, const void *key, size_t klen,
+			const struct store_meta *last);
+/*
+ * from was renamed to to within region: the inode of to (if any) becomes
+ * gone (last: its row before, may be NULL), the inode of from now names
+ * to, so open files follow the rename.
+ */
+void rfs_inode_renamed(const char *region, const void *from, size_t flen,
+		       const void *to, size_t tlen,
+		       const struct store_meta *last);
+/*
+ * Attaches/detaches an open write handle to its inode, so that getattr
+ * reports the size the writer sees and the inode outlives a FORGET that
+ * overtakes the RELEASE. -ENOENT if ino is unknown.
+ */
+int rfs_inode_attach(fuse_ino_t ino, struct rfs_handle *h);
+void rfs_inode_detach(fuse_ino_t ino, struct rfs_handle *h);
+/* Gauge: inodes the kernel holds. */
+uint64_t rfs_inode_count(void);
+
+/* ---- handle.c ------------------------------------------------------------ */
+
+enum rfs_hkind {
+	RFS_H_READ = 0, /* a key opened read-only: one value */
+	RFS_H_WRITE,	/* a key opened for writing: a private buffer */
+	RFS_H_VIRTUAL,	/* a .regionfs file: its rendered snapshot */
+	RFS_H_DIR,	/* a directory: readdir cursor */
+};
+
+/* A copy-on-write buffer: shared (refs > 1) means immutable. */
+struct rfs_wbuf {
+	atomic_uint refs;
+	size_t len; /* bytes of data */
+	size_t cap; /* bytes allocated for data */
+	char data[];
+};
+
+/*
+ * A write handle. Locking: mu protects every field marked "L: mu"; the
+ * fields read by getattr through the inode table (len, dirty, mod_seq) are
+ * also atomics, written under mu and read without it. A commit runs
+ * without mu (committing tells other flushes to wait on cond), on a
+ * reference to the buffer, so writes during a commit copy the buffer
+ * instead of changing what is being stored.
+ */
+struct rfs_whandle {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;	       /* signalled when a commit ends */
+	struct rfs_wbuf *buf;	       /* L: mu */
+	bool committing;	       /* L: mu */
+	bool append;		       /* immutable: O_APPEND */
+	int last_err;		       /* L: mu; error of the last commit */
+	int broken;		       /* L: mu; -EFBIG: nothing is stored */
+	atomic_bool dirty;	       /* changed since the last commit */
+	atomic_size_t len;	       /* buf->len, for getattr */
+	atomic_uint_fast64_t mod_seq;  /* last change (global order) */
+	struct rfs_region *rr;	       /* settings at open; one reference */
+	fuse_ino_t ino;		       /* immutable; attached to the inode */
+	struct rfs_handle *inode_next; /* L: inode table */
+};
+
+/* One directory listing in progress (region directories). */
+struct rfs_dhandle {
+	char region[REGION_MAX_NAME + 1];
+	char last[REGION_MAX_KEY + 1]; /* last key returned */
+	size_t last_len;	       /* 0: no cursor */
+	off_t last_off;		       /* the offset after it */
+};
+
+/*
+ * An open file or directory, in fi->fh. Requests on one handle may run
+ * concurrently (two threads sharing an fd), except readdir, which the
+ * kernel serializes per open directory (f_pos lock).
+ */
+struct rfs_handle {
+	enum rfs_hkind kind;
+	atomic_uint refs;		/* the kernel's (to RELEASE), replies */
+	unsigned stripe;		/* which list (shutdown tracking) */
+	struct rfs_handle *prev, *next; /* L: list stripe lock */
+	union {
+		struct region_value *v; /* RFS_H_READ: one reference */
+		struct {		/* RFS_H_VIRTUAL */
+			char *buf;
+			size_t len;
+		} virt;
+		struct rfs_whandle w; /* RFS_H_WRITE */
+		struct rfs_dhandle d; /* RFS_H_DIR */
+	} u;
+};
+
+/* Allocates a handle of kind and tracks it. NULL on ENOMEM. */
+struct rfs_handle *rfs_handle_new(enum rfs_hkind kind);
+/*
+ * RELEASE: untracks h and drops the kernel's reference; h is freed (with
+ * what it holds) when the last reference goes. Accepts NULL.
+ */
+void rfs_handle_free(struct rfs_handle *h);
+/*
+ * A read() reply points into the handle's value; it holds a reference on
+ * the handle until fuse_reply_buf() has returned. (The kernel has copied
+ * the data before it wakes the reader, so a RELEASE cannot really race
+ * with the copy, but writev() returns later, and checkers such as ASan
+ * look at the buffer only then.) Per handle, so concurrent readers of one
+ * hot value never share a counter.
+ */
+void rfs_handle_ref(struct rfs_handle *h);
+void rfs_handle_unref(struct rfs_handle *h);
+/*
+ * At shutdown, after the session loop: commits every dirty write handle
+ * (logging errors) and frees every handle the kernel never released.
+ */
+void rfs_handles_shutdown(void);
+
+/*
+ * The value of (rr, key) through the cache: a hit, or a load from the
+ * store on this thread completed through the flight. 0 with a reference
+ * in *out, -ENOENT, or -errno.
+ */
+int rfs_fetch(struct rfs_region *rr, const char *key, size_t klen,
+	      struct region_value **out);
+#ifdef RFS_TEST_HOOKS
+/*
+ * Test builds only (regionfs-testhooks): every cache-miss load sleeps this
+ * long between reading the row and completing its flight, which widens the
+ * window the stale-put guard closes. REGIONFS_TEST_LOAD_DELAY_US.
+ */
+extern unsigned rfs_test_load_delay_us;
+#endif
+
+/*
+ * Commits one value through the write path: E1 (invalidate), store_put,
+ * E2 (invalidate again) on the region currently called region. 0 or
+ * -errno; *meta (may be NULL) gets the committed row's metadata.
+ */
+int rfs_commit_value(const char *region, const char *key, size_t klen,
+		     const void *data, size_t len, unsigned flags,
+		     struct store_meta *meta);
+/* Invalidates key in the region currently called region (E1/E2). */
+void rfs_invalidate(const char *region, const void *key, size_t klen);
+
+/*
+ * Opens a key for writing: a handle whose buffer is a copy of the current
+ * value, or empty with O_TRUNC (which also makes it dirty), or empty and
+ * clean when created (create() committed the empty value already).
+ * Takes its own reference on rr. -ENOENT if the key does not exist.
+ */
+int rfs_whandle_open(struct rfs_region *rr, fuse_ino_t ino, const char *key,
+		     size_t klen, int flags, bool created,
+		     struct rfs_handle **out);
+/* write(): 0 with *written, -EFBIG, -ENOMEM. */
+int rfs_whandle_write(struct rfs_handle *h, const char *data, size_t size,
+		      off_t off);
+/* ftruncate(): -EFBIG, -ENOMEM. */
+int rfs_whandle_truncate(struct rfs_handle *h, off_t size);
+/* A reference on the current buffer (for read() on O_RDWR). */
+struct rfs_wbuf *rfs_whandle_snapshot(struct rfs_handle *h);
+void rfs_wbuf_unref(struct rfs_wbuf *b);
+/*
+ * Commits the buffer if it changed since the last commit. durable adds
+ * STORE_DURABLE. 0 or -errno; on error the buffer stays dirty, so a later
+ * flush retries.
+ */
+int rfs_whandle_commit(struct rfs_handle *h, bool durable);
+
+#endif /* RFS_FS_H */

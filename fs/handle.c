@@ -1,0 +1,537 @@
+/*
+ * handle.c - open files: the read path's value references, the write
+ * path's private buffers and the commit, and handle bookkeeping.
+ *
+ * Read handles (a key opened O_RDONLY) hold one reference on an immutable
+ * region value, taken at open from the cache (a hit) or from a load on the
+ * opening thread completed through the region's flight (a miss). read()
+ * replies with a pointer into that value; a value outlives its eviction,
+ * expiry or overwrite for as long as a handle references it, which is how
+ * a reader that opened before an overwrite or unlink keeps reading the
+ * bytes it opened.
+ *
+ * Write handles hold a private buffer (DESIGN.md "The write path"): a copy
+ * of the value at open, or empty with O_TRUNC. write() and ftruncate()
+ * edit it; flush (close), fsync and, failing those, release commit it
+ * whole: E1 = region_invalidate(), store_put() (the store's group commit),
+ * E2 = region_invalidate() again, then the reply. E1 makes later reads
+ * miss; E2 poisons any flight that loaded the old row before the commit
+ * finished, so the old value can never be installed after close() returns
+ * (the stale-put guard, regions/region.c).
+ *
+ * The buffer is copy-on-write (struct rfs_wbuf, reference counted): a
+ * commit and a read() on an O_RDWR handle take a reference and run without
+ * the handle's mutex; a write that finds the buffer shared copies it
+ * first. So a commit never holds a lock across store_put(), and a write
+ * racing with a commit on the same handle (two threads sharing the fd)
+ * lands in the next commit instead of tearing this one. Commits of one
+ * handle are serialized (committing + cond) so an older buffer can never
+ * be stored after a newer one. Concurrent writers on different handles of
+ * one key: the last commit wins, as DESIGN.md says.
+ *
+ * A write handle commits to the name its inode has at commit time, so a
+ * rename while the file is open moves the pending data with it; if the
+ * key was unlinked or replaced meanwhile, the data goes nowhere (POSIX:
+ * written to an unlinked file). A value larger than the region's
+ * max_value_size is refused with EFBIG at write() time, and the handle is
+ * then broken: its later writes and its close() fail with EFBIG too and
+ * nothing of it is committed, so a too-large file never ends up stored cut
+ * at the limit (the key keeps its previous value).
+ *
+ * Every handle is on one of HANDLE_STRIPES lists so that shutdown can
+ * commit dirty handles the kernel never released (lazy unmount on SIGTERM
+ * with files still open) and free everything. The stripe is picked per
+ * thread, so open/release on different threads rarely share a lock.
+ *
+ * Locking: handle lists: hstripes[i].mu (a leaf). Write handle: w->mu
+ * (see struct rfs_whandle in fs.h); w->mu may be held while taking the
+ * inode table lock, never the reverse.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fs.h"
+
+#define HANDLE_STRIPES 16
+
+struct hstripe {
+	_Alignas(64) pthread_mutex_t mu;
+	struct rfs_handle *head; /* L: mu */
+};
+
+static struct hstripe hstripes[HANDLE_STRIPES] = {
+	[0 ... HANDLE_STRIPES - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER},
+};
+
+static atomic_uint_fast64_t seq_gen; /* orders changes of all handles */
+
+#ifdef RFS_TEST_HOOKS
+unsigned rfs_test_load_delay_us; /* set once at startup */
+#endif
+
+/* ---- handles ------------------------------------------------------------- */
+
+struct rfs_handle *rfs_handle_new(enum rfs_hkind kind)
+{
+	struct rfs_handle *h = calloc(1, sizeof(*h));
+	struct hstripe *s;
+
+	if (!h)
+		return NULL;
+	h->kind = kind;
+	atomic_init(&h->refs, 1);
+	h->stripe = rfs_thread_slot(HANDLE_STRIPES);
+	s = &hstripes[h->stripe];
+	pthread_mutex_lock(&s->mu);
+	h->next = s->head;
+	if (s->head)
+		s->head->prev = h;
+	s->head = h;
+	pthread_mutex_unlock(&s->mu);
+	rfs_count(RFS_C_OPEN_HANDLES, 1);
+	return h;
+}
+
+static void untrack(struct rfs_handle *h)
+{
+	struct hstripe *s = &hstripes[h->stripe];
+
+	pthread_mutex_lock(&s->mu);
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		s->head = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	pthread_mutex_unlock(&s->mu);
+	rfs_count(RFS_C_OPEN_HANDLES, -1);
+}
+
+void rfs_wbuf_unref(struct rfs_wbuf *b)
+{
+	if (b && atomic_fetch_sub(&b->refs, 1) == 1)
+		free(b);
+}
+
+/* Frees what h holds, and h. It is no longer on a list. */
+static void destroy(struct rfs_handle *h)
+{
+	struct rfs_whandle *w = &h->u.w;
+
+	switch (h->kind) {
+	case RFS_H_READ:
+		region_value_unref(h->u.v);
+		break;
+	case RFS_H_VIRTUAL:
+		free(h->u.virt.buf);
+		break;
+	case RFS_H_WRITE:
+		if (w->ino)
+			rfs_inode_detach(w->ino, h);
+		rfs_wbuf_unref(w->buf);
+		rfs_region_put(w->rr);
+		pthread_cond_destroy(&w->cond);
+		pthread_mutex_destroy(&w->mu);
+		break;
+	case RFS_H_DIR:
+		break;
+	}
+	free(h);
+}
+
+void rfs_handle_ref(struct rfs_handle *h)
+{
+	atomic_fetch_add(&h->refs, 1);
+}
+
+void rfs_handle_unref(struct rfs_handle *h)
+{
+	if (atomic_fetch_sub(&h->refs, 1) == 1)
+		destroy(h);
+}
+
+void rfs_handle_free(struct rfs_handle *h)
+{
+	if (!h)
+		return;
+	untrack(h);
+	rfs_handle_unref(h);
+}
+
+/* Takes one handle off the lists, or NULL when they are empty. */
+static struct rfs_handle *pop_any(void)
+{
+	struct rfs_handle *h = NULL;
+	int i;
+
+	for (i = 0; i < HANDLE_STRIPES && !h; i++) {
+		pthread_mutex_lock(&hstripes[i].mu);
+		h = hstripes[i].head;
+		pthread_mutex_unlock(&hstripes[i].mu);
+	}
+	if (h)
+		untrack(h);
+	return h;
+}
+
+void rfs_handles_shutdown(void)
+{
+	struct rfs_handle *h;
+	int rc;
+
+	/* single-threaded now: the session loop has returned */
+	while ((h = pop_any())) {
+		if (h->kind == RFS_H_WRITE && atomic_load(&h->u.w.dirty)) {
+			rc = rfs_whandle_commit(h, false);
+			if (rc)
+				rfs_log(RFS_LOG_ERR,
+					"shutdown: data of an "
+					"open file is lost: %s",
+					strerror(-rc));
+		}
+		rfs_handle_unref(h);
+	}
+}
+
+/* ---- the read path ------------------------------------------------------- */
+
+int rfs_fetch(struct rfs_region *rr, const char *key, size_t klen,
+	      struct region_value **out)
+{
+	struct region_flight *fl;
+	struct region_value *v = NULL;
+	struct store_meta meta;
+	void *data = NULL;
+	int rc;
+
+	rc = region_get(rr->r, key, klen, out, &fl);
+	if (rc != REGION_LOAD)
+		return rc;
+	/* a miss: the flight is ours; load without holding anything */
+	rc = store_load(rfs.st, rr->cfg.name, key, klen, &data, &meta);
+#ifdef RFS_TEST_HOOKS
+	if (rfs_test_load_delay_us)
+		usleep(rfs_test_load_delay_us);
+#endif
+	if (rc == 0) {
+		v = region_value_adopt(data, meta.size);
+		if (v)
+			region_value_set_meta(v, meta.mtime_ns, meta.version);
+		else
+			rc = -ENOMEM;
+	}
+	return region_flight_done(rr->r, fl, rc, v, out);
+}
+
+/* ---- the commit ---------------------------------------------------------- */
+
+void rfs_invalidate(const char *region, const void *key, size_t klen)
+{
+	struct rfs_region *rr = rfs_region_get(region);
+
+	if (!rr)
+		return;
+	region_invalidate(rr->r, key, klen, REGION_ORIGIN_LOCAL);
+	rfs_region_put(rr);
+}
+
+int rfs_commit_value(const char *region, const char *key, size_t klen,
+		     const void *data, size_t len, unsigned flags,
+		     struct store_meta *meta)
+{
+	char esc[RFS_ESC_LEN];
+	int rc;
+
+	rfs_invalidate(region, key, klen); /* E1 */
+	rc = store_put(rfs.st, region, key, klen, data, len, flags, meta);
+	rfs_invalidate(region, key, klen); /* E2 */
+	if (rc == 0) {
+		rfs_count(RFS_C_COMMITS, 1);
+		return 0;
+	}
+	rfs_count(RFS_C_COMMIT_ERRORS, 1);
+	rfs_log(RFS_LOG_ERR, "commit %s/%s (%zu bytes): %s", region,
+		rfs_escape(key, klen, esc), len, strerror(-rc));
+	return rc;
+}
+
+/* ---- write buffers ------------------------------------------------------- */
+
+static struct rfs_wbuf *wbuf_new(size_t cap)
+{
+	struct rfs_wbuf *b = malloc(sizeof(*b) + (cap ? cap : 1));
+
+	if (!b)
+		return NULL;
+	atomic_init(&b->refs, 1);
+	b->len = 0;
+	b->cap = cap;
+	return b;
+}
+
+static uint64_t value_limit(const struct rfs_whandle *w)
+{
+	uint64_t lim = w->rr->cfg.lim.max_value_size;
+
+	return lim && lim < RFS_MAX_VALUE ? lim : RFS_MAX_VALUE;
+}
+
+/*
+ * Makes w->buf private to the handle and able to hold need bytes, keeping
+ * its first len bytes. Grows geometrically up to the value limit. w->mu
+ * held.
+ */
+static int make_room(struct rfs_whandle *w, size_t need)
+{
+	struct rfs_wbuf *b = w->buf, *nb;
+	size_t cap;
+
+	if (atomic_load(&b->refs) == 1 && b->cap >= need)
+		return 0;
+	cap = need;
+	if (need > b->cap) {
+		cap = b->cap * 2 > need ? b->cap * 2 : need;
+		if (cap > value_limit(w))
+			cap = need;
+	} else {
+		cap = b->cap; /* a shared buffer: copy, same size */
+	}
+	nb = wbuf_new(cap);
+	if (!nb)
+		return -ENOMEM;
+	nb->len = b->len < cap ? b->len : cap;
+	memcpy(nb->data, b->data, nb->len);
+	w->buf = nb;
+	rfs_wbuf_unref(b);
+	return 0;
+}
+
+static void mark_changed_locked(struct rfs_whandle *w)
+{
+	atomic_store(&w->len, w->buf->len);
+	atomic_store(&w->mod_seq, atomic_fetch_add(&seq_gen, 1) + 1);
+	atomic_store(&w->dirty, true);
+}
+
+/* Sets the buffer's length to len, zero-filling any growth. w->mu held. */
+static int resize_locked(struct rfs_whandle *w, size_t len)
+{
+	size_t old;
+	int rc;
+
+	if (len > value_limit(w))
+		return -EFBIG;
+	rc = make_room(w, len);
+	if (rc)
+		return rc;
+	old = w->buf->len;
+	if (len > old)
+		memset(w->buf->data + old, 0, len - old);
+	w->buf->len = len;
+	return 0;
+}
+
+int rfs_whandle_write(struct rfs_handle *h, const char *data, size_t size,
+		      off_t off)
+{
+	struct rfs_whandle *w = &h->u.w;
+	uint64_t end;
+	int rc = 0;
+
+	if (off < 0)
+		return -EINVAL;
+	if (!size)
+		return 0;
+	pthread_mutex_lock(&w->mu);
+	rc = w->broken;
+	if (rc)
+		goto out;
+	if (w->append)
+		off = w->buf->len;
+	end = (uint64_t)off + size;
+	if (end > value_limit(w)) {
+		rc = w->broken = -EFBIG;
+		goto out;
+	}
+	if (end > w->buf->len)
+		rc = resize_locked(w, end);
+	else
+		rc = make_room(w, w->buf->len);
+	if (rc)
+		goto out;
+	memcpy(w->buf->data + off, data, size);
+	mark_changed_locked(w);
+out:
+	pthread_mutex_unlock(&w->mu);
+	return rc;
+}
+
+int rfs_whandle_truncate(struct rfs_handle *h, off_t size)
+{
+	struct rfs_whandle *w = &h->u.w;
+	int rc;
+
+	if (size < 0)
+		return -EINVAL;
+	pthread_mutex_lock(&w->mu);
+	rc = w->broken;
+	if (!rc && (uint64_t)size > value_limit(w))
+		rc = w->broken = -EFBIG;
+	if (!rc)
+		rc = resize_locked(w, size);
+	if (!rc)
+		mark_changed_locked(w);
+	pthread_mutex_unlock(&w->mu);
+	return rc;
+}
+
+struct rfs_wbuf *rfs_whandle_snapshot(struct rfs_handle *h)
+{
+	struct rfs_whandle *w = &h->u.w;
+	struct rfs_wbuf *b;
+
+	pthread_mutex_lock(&w->mu);
+	b = w->buf;
+	atomic_fetch_add(&b->refs, 1);
+	pthread_mutex_unlock(&w->mu);
+	return b;
+}
+
+/*
+ * Fills a new write handle's buffer from the current value. The handle is
+ * not shared yet, so the "_locked" helpers may run without w->mu.
+ */
+static int whandle_fill(struct rfs_whandle *w, const char *key, size_t klen,
+			int flags, bool created)
+{
+	struct region_value *v;
+	struct store_meta meta;
+	size_t len;
+	int rc;
+
+	if (created) {
+		/* create() has just committed the empty value */
+		w->buf = wbuf_new(0);
+		return w->buf ? 0 : -ENOMEM;
+	}
+	if (flags & O_TRUNC) {
+		/* the key must still exist: O_TRUNC alone never creates */
+		rc = store_stat(rfs.st, w->rr->cfg.name, key, klen, &meta);
+		if (rc)
+			return rc;
+		w->buf = wbuf_new(0);
+		if (!w->buf)
+			return -ENOMEM;
+		mark_changed_locked(w);
+		return 0;
+	}
+	rc = rfs_fetch(w->rr, key, klen, &v);
+	if (rc)
+		return rc;
+	len = region_value_len(v);
+	w->buf = wbuf_new(len);
+	if (w->buf) {
+		memcpy(w->buf->data, region_value_data(v), len);
+		w->buf->len = len;
+		atomic_store(&w->len, len);
+	}
+	region_value_unref(v);
+	return w->buf ? 0 : -ENOMEM;
+}
+
+int rfs_whandle_open(struct rfs_region *rr, fuse_ino_t ino, const char *key,
+		     size_t klen, int flags, bool created,
+		     struct rfs_handle **out)
+{
+	struct rfs_handle *h = rfs_handle_new(RFS_H_WRITE);
+	struct rfs_whandle *w;
+	int rc;
+
+	*out = NULL;
+	if (!h)
+		return -ENOMEM;
+	w = &h->u.w;
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cond, NULL);
+	w->append = flags & O_APPEND;
+	atomic_fetch_add(&rr->refs, 1);
+	w->rr = rr;
+	rc = whandle_fill(w, key, klen, flags, created);
+	if (rc)
+		goto fail;
+	rc = rfs_inode_attach(ino, h);
+	if (rc)
+		goto fail;
+	w->ino = ino;
+	*out = h;
+	return 0;
+fail:
+	rfs_handle_free(h);
+	return rc;
+}
+
+/* Waits for this handle's commit in progress, if any. w->mu held. */
+static void wait_commit_locked(struct rfs_whandle *w)
+{
+	while (w->committing)
+		pthread_cond_wait(&w->cond, &w->mu);
+}
+
+/* Stores b under the inode's current name. 0 if the key is gone. */
+static int commit_buf(struct rfs_whandle *w, const struct rfs_wbuf *b,
+		      bool durable)
+{
+	char esc[RFS_ESC_LEN];
+	struct rfs_ident id;
+	unsigned flags = 0;
+	int rc;
+
+	rc = rfs_inode_ident(w->ino, &id);
+	if (rc)
+		return rc;
+	if (id.gone) {
+		rfs_log(RFS_LOG_DEBUG, "%s/%s: unlinked while open, not stored",
+			id.region, rfs_escape(id.key, id.klen, esc));
+		return 0;
+	}
+	if (durable || w->rr->cfg.durable)
+		flags |= STORE_DURABLE;
+	return rfs_commit_value(id.region, id.key, id.klen, b->data, b->len,
+				flags, NULL);
+}
+
+int rfs_whandle_commit(struct rfs_handle *h, bool durable)
+{
+	struct rfs_whandle *w = &h->u.w;
+	struct rfs_wbuf *b;
+	uint64_t seq;
+	int rc;
+
+	pthread_mutex_lock(&w->mu);
+	wait_commit_locked(w);
+	if (w->broken || !atomic_load(&w->dirty)) {
+		rc = w->broken;
+		pthread_mutex_unlock(&w->mu);
+		return rc;
+	}
+	b = w->buf;
+	atomic_fetch_add(&b->refs, 1);
+	seq = atomic_load(&w->mod_seq);
+	w->committing = true;
+	pthread_mutex_unlock(&w->mu);
+
+	rc = commit_buf(w, b, durable);
+
+	pthread_mutex_lock(&w->mu);
+	w->committing = false;
+	w->last_err = rc;
+	if (!rc && atomic_load(&w->mod_seq) == seq)
+		atomic_store(&w->dirty, false);
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->mu);
+	rfs_wbuf_unref(b);
+	return rc;
+}

@@ -1,0 +1,537 @@
+/*
+ * main.c - the regionfs command: options, startup, session loop, shutdown.
+ *
+ *   regionfs [options] SOURCE MOUNTPOINT
+ *   regionfs --check-config FILE
+ *
+ * SOURCE is the SQLite database (created with mode 0600 if missing). The
+ * same command line works from /etc/fstab through mount.fuse3, which runs
+ * "regionfs SOURCE MOUNTPOINT -o OPTIONS": SOURCE is the first non-option
+ * argument, our own options (config=, uid=, gid=) come through -o, and
+ * everything else goes to libfuse.
+ *
+ * Startup does everything that can fail while the terminal is still
+ * there, so an error is one line "regionfs: ..." on stderr and a non-zero
+ * exit: parse regions.ini, check the mount point (missing, not a
+ * directory, a dead or live FUSE mount already on it), open the database
+ * once (then close it again), create the regions, create the FUSE session
+ * and mount. Only then does it daemonize (fuse_daemonize: fork, setsid,
+ * chdir /, stdio to /dev/null). The store is opened for good after the
+ * fork because fork() keeps only the calling thread and the store runs a
+ * writer thread; the pre-fork open makes a failure there all but
+ * impossible, and if it happens anyway it is logged to syslog and the
+ * mount removed.
+ *
+ * Threads and signals: SIGHUP requests a reload; SIGINT/SIGTERM request
+ * the end of the session, which the background thread carries out (see
+ * handle_exit() in daemon.c for why not the handler itself). Every thread
+ * we or the store start is created with all signals blocked, and
+ * libfuse's workers block these signals too, so they land in the main
+ * thread, which runs the loop.
+ *
+ * Shutdown (SIGTERM, SIGINT, or fusermount3 -u): the loop stops taking
+ * requests and lets the handlers in progress finish; then the background
+ * thread stops, open files that still hold uncommitted writes are
+ * committed (a lazy unmount leaves them open), the store commits what is
+ * pending and closes, and the mount goes. Exit status 0.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs.h"
+
+struct main_opts {
+	char *source; /* first non-option argument */
+	char *config; /* -o config= */
+	char *uid;    /* -o uid= */
+	char *gid;    /* -o gid= */
+};
+
+#define RFS_OPT(t, f)                                                          \
+	{                                                                      \
+		t, offsetof(struct main_opts, f), 0                            \
+	}
+
+static const struct fuse_opt main_optspec[] = {
+	RFS_OPT("config=%s", config), RFS_OPT("uid=%s", uid),
+	RFS_OPT("gid=%s", gid), FUSE_OPT_END};
+
+static void usage(const char *prog)
+{
+	printf("usage: %s [options] SOURCE MOUNTPOINT\n"
+	       "       %s --check-config FILE\n"
+	       "\n"
+	       "Mounts the regions of regions.ini as directories whose\n"
+	       "files are the keys of in-memory caches in front of the\n"
+	       "SQLite database SOURCE (created with mode 0600 if missing).\n"
+	       "\n"
+	       "regionfs options:\n"
+	       "    -o config=FILE         regions.ini to serve\n"
+	       "                           (default: " RFS_DEFAULT_CONFIG ")\n"
+	       "    -o uid=N,gid=N         owner shown for every file\n"
+	       "                           (default: the user running it)\n"
+	       "    --check-config FILE    validate FILE, print each region's\n"
+	       "                           effective settings, and exit\n"
+	       "    -h, --help             this help\n"
+	       "    -V, --version          versions of regionfs and libfuse\n"
+	       "\n"
+	       "Signals: SIGHUP reloads regions.ini (so does saving it);\n"
+	       "SIGTERM/SIGINT commit pending writes and unmount.\n"
+	       "\n",
+	       prog, prog);
+	fuse_cmdline_help();
+	fuse_lowlevel_help();
+}
+
+/* --check-config FILE: 0 valid, 1 not (with FILE:LINE: message). */
+static int check_config(const char *path)
+{
+	char err[CONFIG_ERR_LEN], buf[2048];
+	struct config *c;
+	size_t i;
+
+	if (config_load(path, &c, err, sizeof(err))) {
+		fprintf(stderr, "%s\n", err);
+		return 1;
+	}
+	for (i = 0; i < c->nregions; i++) {
+		config_format_region(&c->regions[i], buf, sizeof(buf));
+		printf("%s%s", i ? "\n" : "", buf);
+	}
+	fprintf(stderr, "%s: ok, %zu region%s\n", path, c->nregions,
+		c->nregions == 1 ? "" : "s");
+	config_free(c);
+	return 0;
+}
+
+static int opt_proc(void *data, const char *arg, int key,
+		    struct fuse_args *outargs)
+{
+	struct main_opts *o = data;
+
+	(void)outargs;
+	if (key == FUSE_OPT_KEY_NONOPT && !o->source) {
+		o->source = strdup(arg);
+		return o->source ? 0 : -1;
+	}
+	return 1; /* keep it for libfuse */
+}
+
+/* An absolute version of path, which need not exist. NULL on ENOMEM. */
+static char *abs_path(const char *path)
+{
+	char cwd[PATH_MAX], *p;
+
+	if (path[0] == '/')
+		return strdup(path);
+	p = realpath(path, NULL);
+	if (p)
+		return p;
+	if (!getcwd(cwd, sizeof(cwd)))
+		return NULL;
+	if (asprintf(&p, "%s/%s", cwd, path) < 0)
+		return NULL;
+	return p;
+}
+
+static int parse_id(const char *s, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || v > UINT_MAX - 1)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* Adds "-o subtype=regionfs,fsname=SOURCE" (SOURCE escaped for -o). */
+static int add_names(struct fuse_args *args, const char *source)
+{
+	char *opt = NULL, *fsname;
+	int rc = -1;
+
+	if (asprintf(&fsname, "fsname=%s", source) < 0)
+		return -1;
+	if (fuse_opt_add_opt(&opt, "subtype=regionfs") == 0 &&
+	    fuse_opt_add_opt_escaped(&opt, fsname) == 0 &&
+	    fuse_opt_add_arg(args, "-o") == 0 &&
+	    fuse_opt_add_arg(args, opt) == 0)
+		rc = 0;
+	free(opt);
+	free(fsname);
+	return rc;
+}
+
+/*
+ * Parses argv. Returns 0 to go on, 1 after --help/--version (exit 0),
+ * -1 on a usage error (reported).
+ */
+static int parse_args(struct fuse_args *args, struct main_opts *o,
+		      struct fuse_cmdline_opts *cmd)
+{
+	if (fuse_opt_parse(args, o, main_optspec, opt_proc) < 0)
+		return -1;
+	if (o->source && add_names(args, o->source) < 0)
+		return -1;
+	if (fuse_parse_cmdline(args, cmd) < 0)
+		return -1;
+	if (cmd->show_help) {
+		usage(args->argv[0]);
+		return 1;
+	}
+	if (cmd->show_version) {
+		printf("regionfs %s\nlibfuse %s\n", RFS_VERSION,
+		       fuse_pkgversion());
+		return 1;
+	}
+	if (!o->source || !cmd->mountpoint) {
+		rfs_log(RFS_LOG_ERR, "usage: regionfs [options] SOURCE "
+				     "MOUNTPOINT (regionfs --help for more)");
+		return -1;
+	}
+	return 0;
+}
+
+/* Is a FUSE file system mounted on path (absolute, resolved)? */
+static bool fuse_mounted_on(const char *path, char *type, size_t tlen)
+{
+	char line[8192], mnt[PATH_MAX], fstype[256];
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	bool found = false;
+	char *sep;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		sep = strstr(line, " - ");
+		if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1 ||
+		    sscanf(sep + 3, "%255s", fstype) != 1)
+			continue;
+		/* mountinfo escapes blanks as \040; compare unescaped */
+		if (strncmp(fstype, "fuse", 4) != 0)
+			continue;
+		found = strcmp(mnt, path) == 0;
+		if (found)
+			snprintf(type, tlen, "%s", fstype);
+	}
+	fclose(f);
+	return found;
+}
+
+static int check_mountpoint(const char *mnt)
+{
+	char *real, type[256];
+	struct stat st;
+
+	if (strncmp(mnt, "/dev/fd/", 8) == 0)
+		return 0; /* passed as a file descriptor by a mount helper */
+	if (stat(mnt, &st) < 0) {
+		if (errno == ENOTCONN)
+			rfs_log(RFS_LOG_ERR,
+				"mount point %s: a dead FUSE mount is still "
+				"there (fusermount3 -u %s)",
+				mnt, mnt);
+		else
+			rfs_log(RFS_LOG_ERR, "mount point %s: %s", mnt,
+				strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		rfs_log(RFS_LOG_ERR, "mount point %s: Not a directory", mnt);
+		return -1;
+	}
+	real = realpath(mnt, NULL);
+	if (real && fuse_mounted_on(real, type, sizeof(type))) {
+		rfs_log(RFS_LOG_ERR, "mount point %s: already mounted (%s)",
+			mnt, type);
+		free(real);
+		return -1;
+	}
+	free(real);
+	return 0;
+}
+
+/* store_open() with every signal blocked: its writer thread inherits that. */
+static int store_open_blocked(struct store **st)
+{
+	sigset_t all, old;
+	int rc;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rc = store_open(rfs.db_path, NULL, st);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}
+
+/* Opens and closes the database: does it work, before we detach? */
+static int check_database(void)
+{
+	struct store *st;
+	int rc = store_open_blocked(&st);
+
+	if (rc) {
+		rfs_log(RFS_LOG_ERR, "database %s: %s%s", rfs.db_path,
+			strerror(-rc),
+			rc == -EINVAL || rc == -EIO
+				? " (not an SQLite database, or damaged?)"
+				: "");
+		return -1;
+	}
+	store_close(st);
+	return 0;
+}
+
+/* -o uid=, gid=: the owner shown for every file. */
+static int setup_owner(const struct main_opts *o)
+{
+	unsigned id;
+
+	rfs.uid = getuid();
+	rfs.gid = getgid();
+	if (o->uid) {
+		if (parse_id(o->uid, &id)) {
+			rfs_log(RFS_LOG_ERR, "bad uid=%s", o->uid);
+			return -1;
+		}
+		rfs.uid = id;
+	}
+	if (o->gid) {
+		if (parse_id(o->gid, &id)) {
+			rfs_log(RFS_LOG_ERR, "bad gid=%s", o->gid);
+			return -1;
+		}
+		rfs.gid = id;
+	}
+	return 0;
+}
+
+/* Paths, owner and regions.ini; every failure reported. */
+static int setup_state(const struct main_opts *o)
+{
+	char err[CONFIG_ERR_LEN];
+	struct config *c;
+	int rc;
+
+	if (setup_owner(o))
+		return -1;
+	rfs.db_path = abs_path(o->source);
+	rfs.config_path = abs_path(o->config ? o->config : RFS_DEFAULT_CONFIG);
+	if (!rfs.db_path || !rfs.config_path) {
+		rfs_log(RFS_LOG_ERR, "out of memory");
+		return -1;
+	}
+	rc = config_load(rfs.config_path, &c, err, sizeof(err));
+	if (rc) {
+		rfs_log(RFS_LOG_ERR, "%s", err);
+		return -1;
+	}
+	clock_gettime(CLOCK_REALTIME, &rfs.mount_time);
+	rc = rfs_inode_init();
+	if (!rc)
+		rc = rfs_daemon_init(c);
+	config_free(c);
+	if (rc)
+		rfs_log(RFS_LOG_ERR, "cannot start: %s", strerror(-rc));
+	return rc ? -1 : 0;
+}
+
+static void on_sighup(int sig)
+{
+	(void)sig;
+	rfs_reload_request();
+}
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	rfs_exit_request();
+}
+
+/*
+ * Our own handlers instead of fuse_set_signal_handlers(): SIGTERM/SIGINT
+ * go through the background thread (see handle_exit() in daemon.c), and
+ * without SA_RESTART so that they interrupt the loop's blocking calls.
+ */
+static int set_signals(void)
+{
+	struct sigaction stop = {.sa_handler = on_stop};
+	struct sigaction hup = {.sa_handler = on_sighup,
+				.sa_flags = SA_RESTART};
+	struct sigaction ign = {.sa_handler = SIG_IGN};
+
+	sigemptyset(&stop.sa_mask);
+	sigemptyset(&hup.sa_mask);
+	sigemptyset(&ign.sa_mask);
+	if (sigaction(SIGTERM, &stop, NULL) || sigaction(SIGINT, &stop, NULL) ||
+	    sigaction(SIGHUP, &hup, NULL) || sigaction(SIGPIPE, &ign, NULL))
+		return -1;
+	return 0;
+}
+
+static void ignore_signals(void)
+{
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
+}
+
+/*
+ * regionfs-testhooks only: switches for the consistency tests, read once
+ * at startup and announced loudly. The shipped binary has none.
+ */
+static void test_hooks(void)
+{
+#ifdef RFS_TEST_HOOKS
+	const char *v = getenv("REGIONFS_TEST_DISABLE_STALE_GUARD");
+	unsigned us;
+
+	if (v && strcmp(v, "1") == 0) {
+		region_test_disable_stale_guard(true);
+		rfs_log(RFS_LOG_WARNING,
+			"TEST BUILD: THE STALE-PUT GUARD IS DISABLED "
+			"(REGIONFS_TEST_DISABLE_STALE_GUARD=1); stale values "
+			"can be served. Never use this binary for real data.");
+	}
+	v = getenv("REGIONFS_TEST_LOAD_DELAY_US");
+	if (v && parse_id(v, &us) == 0 && us) {
+		rfs_test_load_delay_us = us;
+		rfs_log(RFS_LOG_WARNING,
+			"TEST BUILD: every cache-miss load sleeps %u us "
+			"before it completes (REGIONFS_TEST_LOAD_DELAY_US)",
+			us);
+	}
+#endif
+}
+
+static int run_loop(struct fuse_session *se,
+		    const struct fuse_cmdline_opts *cmd)
+{
+	struct fuse_loop_config *lc;
+	int rc;
+
+	if (cmd->singlethread)
+		return fuse_session_loop(se);
+	lc = fuse_loop_cfg_create();
+	if (!lc)
+		return -ENOMEM;
+	fuse_loop_cfg_set_clone_fd(lc, cmd->clone_fd);
+	if (cmd->max_idle_threads != UINT_MAX) /* UINT_MAX: the default */
+		fuse_loop_cfg_set_idle_threads(lc, cmd->max_idle_threads);
+	fuse_loop_cfg_set_max_threads(lc, cmd->max_threads);
+	rc = fuse_session_loop_mt(se, lc);
+	fuse_loop_cfg_destroy(lc);
+	return rc;
+}
+
+/* After the mount: detach, open the store for good, serve. */
+static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *cmd)
+{
+	struct rfs_table *t;
+	int rc;
+
+	if (fuse_daemonize(cmd->foreground) < 0)
+		return -1;
+	if (!cmd->foreground)
+		rfs_log_to_syslog();
+	test_hooks();
+	rc = store_open_blocked(&rfs.st);
+	if (rc) {
+		rfs_log(RFS_LOG_ERR, "database %s: %s", rfs.db_path,
+			strerror(-rc));
+		return -1;
+	}
+	rc = rfs_bg_start();
+	if (rc)
+		rfs_log(RFS_LOG_ERR, "background thread: %s", strerror(-rc));
+	if (rc)
+		return -1;
+	t = rfs_table_get();
+	rfs_log(RFS_LOG_NOTICE, "mounted %s on %s (%zu regions, config %s)",
+		rfs.db_path, cmd->mountpoint, t->n, rfs.config_path);
+	rfs_table_put(t);
+	rfs_sd_notify("READY=1");
+	rc = run_loop(se, cmd);
+	rfs_loop_done();
+	rfs_sd_notify("STOPPING=1");
+	/* rc > 0: the signal that ended the loop; that is a clean stop */
+	if (rc < 0)
+		rfs_log(RFS_LOG_ERR, "session loop: %s", strerror(-rc));
+	return rc < 0 ? -1 : 0;
+}
+
+static void shutdown_all(struct fuse_session *se, bool mounted)
+{
+	ignore_signals(); /* from now on the handlers' pipe may be closed */
+	rfs_bg_stop();
+	if (rfs.st) {
+		rfs_handles_shutdown();
+		store_close(rfs.st);
+		rfs.st = NULL;
+	}
+	if (mounted)
+		fuse_session_unmount(se);
+	if (se)
+		fuse_session_destroy(se);
+	rfs_daemon_fini();
+	rfs_inode_fini();
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct fuse_cmdline_opts cmd = {0};
+	struct main_opts o = {0};
+	struct fuse_session *se = NULL;
+	bool mounted = false;
+	int rc = 1;
+
+	rfs_log_capture_fuse();
+	if (argc == 3 && strcmp(argv[1], "--check-config") == 0)
+		return check_config(argv[2]);
+	if (argc == 2 && strncmp(argv[1], "--check-config=", 15) == 0)
+		return check_config(argv[1] + 15);
+	rc = parse_args(&args, &o, &cmd);
+	if (rc) {
+		rc = rc > 0 ? 0 : 1;
+		goto out_args;
+	}
+	rc = 1;
+	rfs_log_set_debug(cmd.debug);
+	rfs.foreground = cmd.foreground;
+	if (setup_state(&o) || check_mountpoint(cmd.mountpoint) ||
+	    check_database())
+		goto out;
+	se = fuse_session_new(&args, &rfs_ops, sizeof(rfs_ops), NULL);
+	if (!se || set_signals() < 0)
+		goto out;
+	rfs.se = se;
+	if (fuse_session_mount(se, cmd.mountpoint) != 0)
+		goto out;
+	mounted = true;
+	rc = serve(se, &cmd) ? 1 : 0;
+out:
+	shutdown_all(se, mounted);
+	if (rc == 0 && mounted)
+		rfs_log(RFS_LOG_NOTICE, "unmounted %s", cmd.mountpoint);
+	free((char *)rfs.db_path);
+	free((char *)rfs.config_path);
+out_args:
+	free(cmd.mountpoint);
+	free(o.source);
+	free(o.config);
+	free(o.uid);
+	free(o.gid);
+	fuse_opt_free_args(&args);
+	return rc;
+}
