@@ -1,5 +1,8 @@
 /*
- * store.c - SQLite persistence for regionfs.
+ * store.c - SQLite persistence for regionfs: opening and the schema,
+ * per-thread read connections, reads and listing, and the writer thread
+ * with group commit. The change feed is in feed.c; store_int.h holds what
+ * the two share (struct store and its lock map).
  *
  * One database file in WAL mode holds every region's keys in table kv; a
  * second table, changes, is a change feed filled by triggers on kv for
@@ -42,28 +45,22 @@
  * open the database files ourselves, since closing a second descriptor
  * would drop SQLite's POSIX locks).
  *
- * Telling our changes from others'. The triggers record every change of
- * kv, ours included. Inside each batch transaction the writer reads the
- * feed's head (sqlite_sequence) before its first statement and after its
- * last; SQLite admits one writer at a time, so every sequence number in
- * between is ours. After COMMIT succeeds, the range is added to an
- * in-memory list (merged with the previous one when adjacent) that
- * store_changes() consults to skip our own changes. ranges_lock is held
- * across COMMIT and the recording, so a poller that has read a committed
- * row of ours always finds its range. A range is never recorded for a
- * rolled-back batch, whose numbers SQLite hands out again. If the list
- * grows past MAX_OWN_RANGES (nobody polls while outside writers interleave
- * with ours) its oldest ranges are dropped: our own changes then show up
- * as outside ones, which costs an extra invalidation, never a missed one.
+ * Own changes in the feed. The triggers record our writer's changes too,
+ * which the daemon must not take for outside ones. Inside each batch
+ * transaction the writer reads the feed's head (sqlite_sequence) before
+ * its first statement and after its last; SQLite admits one writer at a
+ * time, so every sequence number in between is ours. It records that
+ * range (feed.c) after COMMIT succeeds, holding ranges_lock across COMMIT
+ * and the recording, so a poller that has read a committed row of ours
+ * always finds its range; a rolled-back batch records nothing. feed.c's
+ * note explains the ranges and how store_changes() reads the feed.
  *
- * Reading the feed. store_changes() first compares PRAGMA data_version
- * with what its connection saw after its last complete pass: if equal,
- * nobody committed since and it returns without a query. Otherwise it
- * reads the head once and pages (FEED_PAGE rows a query) up to it. No
- * number below the head is missing unless its row was deleted (a rolled
- * back transaction hands its numbers out again), so a gap before the next
- * row is a prune: unless the gap holds only our own numbers, the caller
- * is told to invalidate everything, once per pass.
+ * Locking (the map is at struct store, store_int.h): lock guards the op
+ * queue and the published stats, and each caller sleeps on its op's cond
+ * with it; pool_lock guards the read connection lists; ranges_lock (own
+ * feed ranges) is taken here only by the writer around COMMIT. No function
+ * holds two of them, none is held across a callback, and only ranges_lock
+ * is held across SQLite work (one COMMIT).
  *
  * Statements (store_sql.h) are prepared once per connection and cached;
  * names and keys are only ever bound. Keys are bound as TEXT with an
@@ -87,13 +84,11 @@
 
 #include <sqlite3.h>
 
-#include "store.h"
+#include "store_int.h"
 #include "store_sql.h"
 
 #define DEFAULT_BUSY_MS 5000	 /* store_options.busy_timeout_ms == 0 */
-#define FEED_PAGE	1000	 /* changes read per query */
 #define LIST_CHUNK	128	 /* keys read per query by store_list */
-#define MAX_OWN_RANGES	4096	 /* bound on the own-change range list */
 #define WRITER_CACHE_KB 16384	 /* page cache of the write connection */
 #define READER_CACHE_KB 2048	 /* page cache of each read connection */
 #define WAL_LIMIT_BYTES 67108864 /* WAL truncated to this after checkpoint */
@@ -120,62 +115,6 @@ struct op {
 	bool done;		/* L: store.lock */
 	pthread_cond_t cond;	/* signalled (under store.lock) when done */
 	struct op *next;	/* L: store.lock while queued */
-};
-
-/* One thread's read connection. */
-struct rconn {
-	struct store *st;	     /* immutable */
-	sqlite3 *db;		     /* immutable */
-	sqlite3_stmt *stmt[R_NSTMT]; /* owner thread only */
-	bool dv_valid;		     /* owner thread only: next two set */
-	int64_t dv;		     /* data_version at the last full poll */
-	uint64_t dv_head;	     /* feed cursor after that poll */
-	struct rconn *next_all;	     /* L: store.pool_lock */
-	struct rconn *next_free;     /* L: store.pool_lock */
-};
-
-/* Sequence numbers lo..hi (inclusive) of the feed are our own changes. */
-struct seq_range {
-	uint64_t lo, hi;
-};
-
-/*
- * Locking. lock guards the op queue, stopping and the published stats;
- * callers wait on their op's cond with it. pool_lock guards the lists of
- * read connections. ranges_lock guards the own-change ranges; the writer
- * holds it across COMMIT. No function holds two of these locks, and none
- * is held across a callback.
- */
-struct store {
-	/* immutable after store_open */
-	char *path; /* as SQLite should see it */
-	unsigned busy_timeout_ms;
-	bool durable;	   /* synchronous=FULL for every commit */
-	pthread_key_t tls; /* -> this thread's struct rconn */
-	bool tls_ok, locks_ok, thread_ok;
-	pthread_t writer;
-
-	/* writer thread only (and store_open before it starts) */
-	sqlite3 *wdb;
-	sqlite3_stmt *w[W_NSTMT];
-	int64_t busy_start;	   /* when the current wait began */
-	bool unsynced;		   /* a NORMAL commit since the last fsync */
-	struct store_stats wstats; /* published into stats per batch */
-
-	pthread_mutex_t lock;
-	pthread_cond_t wake;	  /* the writer waits for ops */
-	struct op *queue;	  /* L: lock */
-	struct op **tail;	  /* L: lock */
-	bool stopping;		  /* L: lock */
-	struct store_stats stats; /* L: lock */
-
-	pthread_mutex_t ranges_lock;
-	struct seq_range *ranges; /* L: ranges_lock; ascending */
-	size_t nranges;		  /* L: ranges_lock */
-
-	pthread_mutex_t pool_lock;
-	struct rconn *conns; /* L: pool_lock; every read connection */
-	struct rconn *idle;  /* L: pool_lock; owned by no thread */
 };
 
 /* ---- errors and small helpers ---------------------------------------- */
@@ -216,7 +155,7 @@ int store_errno(int rc)
 }
 
 /* store_errno(), refined by the OS error where SQLite keeps one. */
-static int sqlerr(sqlite3 *db, int rc)
+int store__sqlerr(sqlite3 *db, int rc)
 {
 	int e = db ? sqlite3_system_errno(db) : 0;
 
@@ -271,7 +210,7 @@ static int bind_rk(sqlite3_stmt *s, const char *region, const void *key,
 	return rc;
 }
 
-static uint64_t col_u64(sqlite3_stmt *s, int col)
+uint64_t store__col_u64(sqlite3_stmt *s, int col)
 {
 	sqlite3_int64 v = sqlite3_column_int64(s, col);
 
@@ -281,9 +220,9 @@ static uint64_t col_u64(sqlite3_stmt *s, int col)
 /* Columns col.. are size, mtime_ns, version (NULL reads as 0). */
 static void col_meta(sqlite3_stmt *s, int col, struct store_meta *meta)
 {
-	meta->size = col_u64(s, col);
+	meta->size = store__col_u64(s, col);
 	meta->mtime_ns = sqlite3_column_int64(s, col + 1);
-	meta->version = col_u64(s, col + 2);
+	meta->version = store__col_u64(s, col + 2);
 }
 
 static int prepare_all(sqlite3 *db, const char *const *sql, int n,
@@ -296,7 +235,7 @@ static int prepare_all(sqlite3 *db, const char *const *sql, int n,
 					SQLITE_PREPARE_PERSISTENT, &out[i],
 					NULL);
 		if (rc != SQLITE_OK)
-			return sqlerr(db, rc);
+			return store__sqlerr(db, rc);
 	}
 	return 0;
 }
@@ -316,11 +255,11 @@ static int exec_sql(sqlite3 *db, const char *sql)
 {
 	int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
 
-	return rc == SQLITE_OK ? 0 : sqlerr(db, rc);
+	return rc == SQLITE_OK ? 0 : store__sqlerr(db, rc);
 }
 
 /* Steps a statement that yields one integer row, then resets it. */
-static int step_int(sqlite3 *db, sqlite3_stmt *s, int64_t *v)
+int store__step_int(sqlite3 *db, sqlite3_stmt *s, int64_t *v)
 {
 	int rc = sqlite3_step(s);
 
@@ -329,7 +268,7 @@ static int step_int(sqlite3 *db, sqlite3_stmt *s, int64_t *v)
 	sqlite3_reset(s);
 	if (rc == SQLITE_ROW)
 		return 0;
-	return rc == SQLITE_DONE ? -ENOENT : sqlerr(db, rc);
+	return rc == SQLITE_DONE ? -ENOENT : store__sqlerr(db, rc);
 }
 
 /* ---- opening ----------------------------------------------------------- */
@@ -382,7 +321,7 @@ static int query_one(sqlite3 *db, const char *sql, const char *text, int64_t *v)
 
 	rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
 	if (rc != SQLITE_OK)
-		return sqlerr(db, rc);
+		return store__sqlerr(db, rc);
 	rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW && text) {
 		got = (const char *)sqlite3_column_text(s, 0);
@@ -391,7 +330,7 @@ static int query_one(sqlite3 *db, const char *sql, const char *text, int64_t *v)
 		*v = sqlite3_column_int64(s, 0);
 		rc = 0;
 	} else {
-		rc = rc == SQLITE_DONE ? -EIO : sqlerr(db, rc);
+		rc = rc == SQLITE_DONE ? -EIO : store__sqlerr(db, rc);
 	}
 	sqlite3_finalize(s);
 	return rc;
@@ -460,7 +399,7 @@ static int writer_open(struct store *st)
 	rc = sqlite3_open_v2(st->path, &st->wdb,
 			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK)
-		return sqlerr(st->wdb, rc);
+		return store__sqlerr(st->wdb, rc);
 	sqlite3_extended_result_codes(st->wdb, 1);
 	sqlite3_busy_handler(st->wdb, writer_busy, st);
 	rc = writer_pragmas(st);
@@ -505,7 +444,7 @@ static int rconn_open(struct store *st, struct rconn **out)
 	err = sqlite3_open_v2(st->path, &rc->db,
 			      SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
 	if (err != SQLITE_OK) {
-		err = sqlerr(rc->db, err);
+		err = store__sqlerr(rc->db, err);
 		rconn_close(rc);
 		return err;
 	}
@@ -555,7 +494,7 @@ static int rconn_get(struct store *st, struct rconn **out)
 }
 
 /* Statement idx of the calling thread's read connection. */
-static int rstmt(struct store *st, int idx, struct rconn **rcp,
+int store__rstmt(struct store *st, int idx, struct rconn **rcp,
 		 sqlite3_stmt **out)
 {
 	struct rconn *rc;
@@ -569,7 +508,7 @@ static int rstmt(struct store *st, int idx, struct rconn **rcp,
 					 SQLITE_PREPARE_PERSISTENT,
 					 &rc->stmt[idx], NULL);
 		if (err != SQLITE_OK)
-			return sqlerr(rc->db, err);
+			return store__sqlerr(rc->db, err);
 	}
 	*rcp = rc;
 	*out = rc->stmt[idx];
@@ -609,7 +548,7 @@ static int read_row(struct rconn *rc, sqlite3_stmt *s, const char *region,
 	if (err == SQLITE_ROW)
 		err = row(s, arg);
 	else
-		err = err == SQLITE_DONE ? -ENOENT : sqlerr(rc->db, err);
+		err = err == SQLITE_DONE ? -ENOENT : store__sqlerr(rc->db, err);
 	sqlite3_reset(s);
 	return err;
 }
@@ -624,7 +563,7 @@ static int load_row(sqlite3_stmt *s, void *arg)
 	struct load_out *o = arg;
 
 	o->meta.mtime_ns = sqlite3_column_int64(s, 1);
-	o->meta.version = col_u64(s, 2);
+	o->meta.version = store__col_u64(s, 2);
 	return copy_value(s, o->data, &o->meta.size);
 }
 
@@ -645,7 +584,7 @@ int store_load(struct store *st, const char *region, const void *key,
 	*data = NULL;
 	err = check_args(region, key, klen);
 	if (err == 0)
-		err = rstmt(st, R_LOAD, &rc, &s);
+		err = store__rstmt(st, R_LOAD, &rc, &s);
 	if (err == 0)
 		err = read_row(rc, s, region, key, klen, load_row, &o);
 	if (err == 0 && meta)
@@ -663,7 +602,7 @@ int store_stat(struct store *st, const char *region, const void *key,
 
 	err = check_args(region, key, klen);
 	if (err == 0)
-		err = rstmt(st, R_STAT, &rc, &s);
+		err = store__rstmt(st, R_STAT, &rc, &s);
 	if (err == 0)
 		err = read_row(rc, s, region, key, klen, stat_row, &m);
 	if (err == 0 && meta)
@@ -691,7 +630,7 @@ static int list_fetch(struct store *st, const char *region, const void *from,
 	int err;
 
 	*n = 0;
-	err = rstmt(st, R_LIST, &rc, &s);
+	err = store__rstmt(st, R_LIST, &rc, &s);
 	if (err)
 		return err;
 	err = bind_rk(s, region, flen ? from : "", flen);
@@ -710,7 +649,7 @@ static int list_fetch(struct store *st, const char *region, const void *from,
 		err = SQLITE_OK;
 	}
 	sqlite3_reset(s);
-	return err == SQLITE_DONE ? 0 : sqlerr(rc->db, err);
+	return err == SQLITE_DONE ? 0 : store__sqlerr(rc->db, err);
 }
 
 int store_list(struct store *st, const char *region, const void *after,
@@ -759,302 +698,20 @@ int store_region_usage(struct store *st, const char *region, uint64_t *nkeys,
 
 	if (!region)
 		return -EINVAL;
-	err = rstmt(st, R_USAGE, &rc, &s);
+	err = store__rstmt(st, R_USAGE, &rc, &s);
 	if (err)
 		return err;
 	err = sqlite3_bind_text(s, 1, region, -1, SQLITE_STATIC);
 	if (err == SQLITE_OK)
 		err = sqlite3_step(s);
 	if (err == SQLITE_ROW) {
-		*nkeys = col_u64(s, 0);
-		*bytes = col_u64(s, 1);
+		*nkeys = store__col_u64(s, 0);
+		*bytes = store__col_u64(s, 1);
 	}
 	sqlite3_reset(s);
 	if (err == SQLITE_ROW)
 		return 0;
-	return err == SQLITE_DONE ? -EIO : sqlerr(rc->db, err);
-}
-
-/* ---- own-change ranges -------------------------------------------------- */
-
-/* Records lo..hi as ours; the caller holds ranges_lock. */
-static void ranges_add_locked(struct store *st, uint64_t lo, uint64_t hi)
-{
-	struct seq_range *last;
-
-	if (hi < lo)
-		return;
-	last = st->nranges ? &st->ranges[st->nranges - 1] : NULL;
-	if (last && last->hi + 1 >= lo) {
-		if (hi > last->hi)
-			last->hi = hi;
-		return;
-	}
-	if (st->nranges == MAX_OWN_RANGES) {
-		/* forget the oldest half: they show up as outside changes */
-		memmove(st->ranges, st->ranges + MAX_OWN_RANGES / 2,
-			(MAX_OWN_RANGES / 2) * sizeof(*st->ranges));
-		st->nranges = MAX_OWN_RANGES / 2;
-	}
-	st->ranges[st->nranges].lo = lo;
-	st->ranges[st->nranges].hi = hi;
-	st->nranges++;
-}
-
-/*
- * True if every seq of lo..hi is ours; the caller holds ranges_lock.
- * Adjacent ranges are merged, so a covered span lies in one range.
- */
-static bool ranges_cover_locked(struct store *st, uint64_t lo, uint64_t hi)
-{
-	size_t a = 0, b = st->nranges, m;
-
-	while (a < b) { /* first range with hi >= lo */
-		m = a + (b - a) / 2;
-		if (st->ranges[m].hi < lo)
-			a = m + 1;
-		else
-			b = m;
-	}
-	return a < st->nranges && st->ranges[a].lo <= lo &&
-	       st->ranges[a].hi >= hi;
-}
-
-/* Drops the ranges at or below seq; the caller holds ranges_lock. */
-static void ranges_forget_locked(struct store *st, uint64_t seq)
-{
-	size_t i = 0;
-
-	while (i < st->nranges && st->ranges[i].hi <= seq)
-		i++;
-	memmove(st->ranges, st->ranges + i,
-		(st->nranges - i) * sizeof(*st->ranges));
-	st->nranges -= i;
-}
-
-static bool ranges_cover(struct store *st, uint64_t lo, uint64_t hi)
-{
-	bool own;
-
-	pthread_mutex_lock(&st->ranges_lock);
-	own = ranges_cover_locked(st, lo, hi);
-	pthread_mutex_unlock(&st->ranges_lock);
-	return own;
-}
-
-/* ---- change feed -------------------------------------------------------- */
-
-int store_changes_head(struct store *st, uint64_t *cursor)
-{
-	struct rconn *rc;
-	sqlite3_stmt *s;
-	int64_t v;
-	int err;
-
-	err = rstmt(st, R_HEAD, &rc, &s);
-	if (err == 0)
-		err = step_int(rc->db, s, &v);
-	if (err)
-		return err == -ENOENT ? -EIO : err;
-	*cursor = v > 0 ? (uint64_t)v : 0;
-	return 0;
-}
-
-/* One change read from the feed; region and key point into page->buf. */
-struct feed_row {
-	uint64_t seq;
-	size_t region_off, key_off, klen;
-	bool own;
-};
-
-struct feed_page {
-	struct feed_row rows[FEED_PAGE];
-	size_t n;
-	char *buf; /* NUL-terminated regions and keys */
-	size_t len, cap;
-};
-
-/* One store_changes() call. */
-struct feed_pass {
-	store_change_fn fn;
-	void *ctx;
-	uint64_t head;	  /* read once: the pass ends there */
-	int calls;	  /* of fn */
-	bool invalidated; /* fn(NULL) was called */
-	bool stop;	  /* fn returned nonzero */
-};
-
-/* Appends bytes and a NUL to p->buf; returns the offset or -1. */
-static ssize_t page_append(struct feed_page *p, const void *b, size_t n)
-{
-	size_t need = p->len + n + 1, off = p->len, cap;
-	char *nb;
-
-	if (need > p->cap) {
-		cap = need > 2 * p->cap ? need : 2 * p->cap;
-		nb = realloc(p->buf, cap);
-		if (!nb)
-			return -1;
-		p->buf = nb;
-		p->cap = cap;
-	}
-	if (n)
-		memcpy(p->buf + off, b, n);
-	p->buf[off + n] = '\0';
-	p->len = need;
-	return off;
-}
-
-static int page_add(struct feed_page *p, sqlite3_stmt *s)
-{
-	struct feed_row *r = &p->rows[p->n];
-	ssize_t ro, ko;
-
-	r->seq = col_u64(s, 0);
-	ro = page_append(p, sqlite3_column_text(s, 1),
-			 sqlite3_column_bytes(s, 1));
-	ko = page_append(p, sqlite3_column_text(s, 2),
-			 sqlite3_column_bytes(s, 2));
-	if (ro < 0 || ko < 0)
-		return SQLITE_NOMEM;
-	r->region_off = ro;
-	r->key_off = ko;
-	r->klen = sqlite3_column_bytes(s, 2);
-	p->n++;
-	return SQLITE_OK;
-}
-
-/* Reads the changes after cursor up to head, one page, into p. */
-static int feed_fetch(struct store *st, uint64_t cursor, uint64_t head,
-		      struct feed_page *p)
-{
-	struct rconn *rc;
-	sqlite3_stmt *s;
-	size_t i;
-	int err;
-
-	p->n = p->len = 0;
-	err = rstmt(st, R_FEED, &rc, &s);
-	if (err)
-		return err;
-	err = sqlite3_bind_int64(s, 1, (sqlite3_int64)cursor);
-	if (err == SQLITE_OK)
-		err = sqlite3_bind_int64(s, 2, (sqlite3_int64)head);
-	if (err == SQLITE_OK)
-		err = sqlite3_bind_int(s, 3, FEED_PAGE);
-	while (err == SQLITE_OK && (err = sqlite3_step(s)) == SQLITE_ROW)
-		err = page_add(p, s);
-	sqlite3_reset(s);
-	if (err != SQLITE_DONE)
-		return sqlerr(rc->db, err);
-	/* our rows were recorded before we could read them: design note */
-	pthread_mutex_lock(&st->ranges_lock);
-	for (i = 0; i < p->n; i++)
-		p->rows[i].own =
-			ranges_cover_locked(st, p->rows[i].seq, p->rows[i].seq);
-	pthread_mutex_unlock(&st->ranges_lock);
-	return 0;
-}
-
-/*
- * Rows lo..hi are missing: pruned (or deleted by hand). Unless they were
- * all ours, fn(NULL) tells the caller to invalidate everything; once per
- * pass is enough, as every missing row predates that call.
- */
-static void feed_hole(struct store *st, struct feed_pass *fp, uint64_t lo,
-		      uint64_t hi)
-{
-	if (hi < lo || fp->invalidated || ranges_cover(st, lo, hi))
-		return;
-	fp->invalidated = true;
-	fp->calls++;
-	fp->stop = fp->fn(fp->ctx, NULL, NULL, 0) != 0;
-}
-
-/* Delivers p's outside changes and holes, advancing *cursor. */
-static void feed_emit(struct store *st, struct feed_pass *fp,
-		      struct feed_page *p, uint64_t *cursor)
-{
-	struct feed_row *r;
-	size_t i;
-
-	for (i = 0; i < p->n && !fp->stop; i++) {
-		r = &p->rows[i];
-		feed_hole(st, fp, *cursor + 1, r->seq - 1);
-		*cursor = r->seq - 1;
-		if (fp->stop)
-			return;
-		*cursor = r->seq;
-		if (r->own)
-			continue;
-		fp->calls++;
-		fp->stop = fp->fn(fp->ctx, p->buf + r->region_off,
-				  p->buf + r->key_off, r->klen) != 0;
-	}
-	if (p->n < FEED_PAGE && !fp->stop) { /* reached the head */
-		feed_hole(st, fp, *cursor + 1, fp->head);
-		*cursor = fp->head;
-	}
-}
-
-/* Pages through the feed from *cursor to fp->head. */
-static int feed_pass(struct store *st, struct feed_pass *fp, uint64_t *cursor)
-{
-	struct feed_page *p;
-	int err = 0;
-
-	if (fp->head < *cursor) { /* the feed went backwards: a new file */
-		*cursor = fp->head;
-		fp->invalidated = true;
-		fp->calls++;
-		fp->stop = fp->fn(fp->ctx, NULL, NULL, 0) != 0;
-		return 0;
-	}
-	p = calloc(1, sizeof(*p));
-	if (!p)
-		return -ENOMEM;
-	while (*cursor < fp->head && !fp->stop) {
-		err = feed_fetch(st, *cursor, fp->head, p);
-		if (err)
-			break;
-		feed_emit(st, fp, p, cursor);
-	}
-	free(p->buf);
-	free(p);
-	return err;
-}
-
-int store_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
-		  void *ctx)
-{
-	struct feed_pass fp = {.fn = fn, .ctx = ctx};
-	struct rconn *rc;
-	sqlite3_stmt *s;
-	int64_t dv;
-	int err;
-
-	if (!fn)
-		return -EINVAL;
-	err = rstmt(st, R_DATA_VERSION, &rc, &s);
-	if (err == 0)
-		err = step_int(rc->db, s, &dv);
-	if (err)
-		return err == -ENOENT ? -EIO : err;
-	if (rc->dv_valid && rc->dv == dv && *cursor >= rc->dv_head)
-		return 0; /* nobody committed since our last full pass */
-	rc->dv_valid = false;
-	err = store_changes_head(st, &fp.head);
-	if (err == 0)
-		err = feed_pass(st, &fp, cursor);
-	if (err == 0 && !fp.stop) {
-		rc->dv = dv;
-		rc->dv_head = *cursor;
-		rc->dv_valid = true;
-	}
-	pthread_mutex_lock(&st->ranges_lock);
-	ranges_forget_locked(st, *cursor);
-	pthread_mutex_unlock(&st->ranges_lock);
-	return err ? err : fp.calls;
+	return err == SQLITE_DONE ? -EIO : store__sqlerr(rc->db, err);
 }
 
 /* ---- the writer thread ---------------------------------------------------- */
@@ -1110,7 +767,9 @@ static int wstep(struct store *st, int idx)
 	int rc = sqlite3_step(st->w[idx]);
 
 	sqlite3_reset(st->w[idx]);
-	return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : sqlerr(st->wdb, rc);
+	if (rc == SQLITE_DONE || rc == SQLITE_ROW)
+		return 0;
+	return store__sqlerr(st->wdb, rc);
 }
 
 static int op_put(struct store *st, struct op *op)
@@ -1131,12 +790,12 @@ static int op_put(struct store *st, struct op *op)
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(s);
 	if (rc == SQLITE_ROW) {
-		op->meta.version = col_u64(s, 0);
+		op->meta.version = store__col_u64(s, 0);
 		rc = sqlite3_step(s);
 	}
 	sqlite3_reset(s);
 	if (rc != SQLITE_DONE)
-		return sqlerr(st->wdb, rc);
+		return store__sqlerr(st->wdb, rc);
 	op->meta.size = op->len;
 	op->meta.mtime_ns = now;
 	return 0;
@@ -1152,7 +811,7 @@ static int op_delete(struct store *st, struct op *op)
 		rc = sqlite3_step(s);
 	sqlite3_reset(s);
 	if (rc != SQLITE_DONE)
-		return sqlerr(st->wdb, rc);
+		return store__sqlerr(st->wdb, rc);
 	return sqlite3_changes(st->wdb) ? 0 : -ENOENT;
 }
 
@@ -1165,9 +824,9 @@ static int row_version(struct store *st, const char *region, const void *key,
 
 	if (rc != SQLITE_OK) {
 		sqlite3_reset(s);
-		return sqlerr(st->wdb, rc);
+		return store__sqlerr(st->wdb, rc);
 	}
-	return step_int(st->wdb, s, v);
+	return store__step_int(st->wdb, s, v);
 }
 
 /*
@@ -1201,7 +860,7 @@ static int op_rename(struct store *st, struct op *op)
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(s);
 	sqlite3_reset(s);
-	return rc == SQLITE_DONE ? 0 : sqlerr(st->wdb, rc);
+	return rc == SQLITE_DONE ? 0 : store__sqlerr(st->wdb, rc);
 }
 
 /* Deletes the oldest feed rows up to the first one not older than cutoff. */
@@ -1213,8 +872,8 @@ static int op_prune(struct store *st, struct op *op)
 
 	rc = sqlite3_bind_int64(s, 1, op->cutoff_ms);
 	if (rc != SQLITE_OK)
-		return sqlerr(st->wdb, rc);
-	rc = step_int(st->wdb, s, &keep); /* -ENOENT: every row is old */
+		return store__sqlerr(st->wdb, rc);
+	rc = store__step_int(st->wdb, s, &keep); /* -ENOENT: every row is old */
 	if (rc && rc != -ENOENT)
 		return rc;
 	s = st->w[W_PRUNE];
@@ -1222,7 +881,7 @@ static int op_prune(struct store *st, struct op *op)
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(s);
 	sqlite3_reset(s);
-	return rc == SQLITE_DONE ? 0 : sqlerr(st->wdb, rc);
+	return rc == SQLITE_DONE ? 0 : store__sqlerr(st->wdb, rc);
 }
 
 static int op_run(struct store *st, struct op *op)
@@ -1300,10 +959,10 @@ static int batch_commit(struct store *st, uint64_t lo, uint64_t hi)
 	pthread_mutex_lock(&st->ranges_lock);
 	rc = wstep_retry(st, W_COMMIT);
 	if (rc == SQLITE_DONE)
-		ranges_add_locked(st, lo, hi);
+		store__ranges_add_locked(st, lo, hi);
 	pthread_mutex_unlock(&st->ranges_lock);
 	st->wstats.commit_ns += clock_ns(CLOCK_MONOTONIC) - t0;
-	return rc == SQLITE_DONE ? 0 : sqlerr(st->wdb, rc);
+	return rc == SQLITE_DONE ? 0 : store__sqlerr(st->wdb, rc);
 }
 
 /* Counts the batch's outcome once it is committed. */
@@ -1334,11 +993,11 @@ static int wal_sync(struct store *st)
 	rc = sqlite3_file_control(st->wdb, "main", SQLITE_FCNTL_JOURNAL_POINTER,
 				  &f);
 	if (rc != SQLITE_OK)
-		return sqlerr(st->wdb, rc);
+		return store__sqlerr(st->wdb, rc);
 	if (!f || !f->pMethods)
 		return 0;
 	rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);
-	return rc == SQLITE_OK ? 0 : sqlerr(st->wdb, rc);
+	return rc == SQLITE_OK ? 0 : store__sqlerr(st->wdb, rc);
 }
 
 /* BEGIN IMMEDIATE, the ops, COMMIT. Returns 0 or the batch's error. */
@@ -1350,12 +1009,12 @@ static int batch_txn(struct store *st, struct op *batch,
 
 	rc = wstep_retry(st, W_BEGIN);
 	if (rc != SQLITE_DONE)
-		return sqlerr(st->wdb, rc);
-	rc = step_int(st->wdb, st->w[W_HEAD], &lo);
+		return store__sqlerr(st->wdb, rc);
+	rc = store__step_int(st->wdb, st->w[W_HEAD], &lo);
 	if (rc == 0)
 		rc = batch_apply(st, batch);
 	if (rc == 0)
-		rc = step_int(st->wdb, st->w[W_HEAD], &hi);
+		rc = store__step_int(st->wdb, st->w[W_HEAD], &hi);
 	if (rc == 0)
 		rc = batch_commit(st, lo + 1, hi);
 	if (rc) {

@@ -1,10 +1,14 @@
 /*
  * store_sql.h - the SQL text of the store: schema, upgrade steps and the
- * statements store.c prepares. Included by store.c only; doc/schema.md is
- * the reference for users of the schema.
+ * statements store.c prepares (feed.c's among them: it runs them through
+ * store__rstmt). Included by store.c only, as it defines static arrays;
+ * the statement indexes live in store_int.h. doc/schema.md is the
+ * reference for users of the schema.
  */
 #ifndef RFS_STORE_SQL_H
 #define RFS_STORE_SQL_H
+
+#include "store_int.h" /* R_NSTMT, W_NSTMT and the indexes */
 
 #define SCHEMA_VERSION 1 /* PRAGMA user_version this code writes */
 
@@ -113,18 +117,7 @@ static const char *const schema_steps[SCHEMA_VERSION] = {
 	"AND instr(CAST(key AS BLOB), x'2f') = 0 "                             \
 	"AND instr(CAST(key AS BLOB), x'00') = 0"
 
-/* Statements of the read connections, prepared on first use. */
-enum {
-	R_LOAD,
-	R_STAT,
-	R_LIST,
-	R_USAGE,
-	R_HEAD,
-	R_FEED,
-	R_DATA_VERSION,
-	R_NSTMT
-};
-
+/* Statements of the read connections, indexed by R_* (store_int.h). */
 static const char *const read_sql[R_NSTMT] = {
 	[R_LOAD] = "SELECT value, mtime_ns, version FROM kv "
 		   "WHERE region = ?1 AND key = ?2",
@@ -141,21 +134,7 @@ static const char *const read_sql[R_NSTMT] = {
 	[R_DATA_VERSION] = "PRAGMA data_version",
 };
 
-/* Statements of the write connection, prepared at open. */
-enum {
-	W_BEGIN,
-	W_COMMIT,
-	W_ROLLBACK,
-	W_PUT,
-	W_DELETE,
-	W_VERSION,
-	W_RENAME,
-	W_HEAD,
-	W_PRUNE_FIND,
-	W_PRUNE,
-	W_NSTMT
-};
-
+/* Statements of the write connection, indexed by W_* (store_int.h). */
 static const char *const write_sql[W_NSTMT] = {
 	[W_BEGIN] = "BEGIN IMMEDIATE",
 	[W_COMMIT] = "COMMIT",

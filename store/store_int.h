@@ -1,0 +1,142 @@
+/*
+ * store_int.h - what the store's .c files share and fs/ must not see.
+ *
+ *   store.c  open/schema, per-thread read connections, reads and listing,
+ *            the writer thread with group commit, the change calls
+ *   feed.c   the change feed (store_changes) and the own-change ranges
+ *            that let it skip our writer's own changes
+ *
+ * Internal functions are non-static with the store__ prefix; everything
+ * else stays static in its file. Functions returning int return 0 or a
+ * negative errno, as in store.h.
+ */
+#ifndef RFS_STORE_INT_H
+#define RFS_STORE_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#include "store.h"
+
+#define MAX_OWN_RANGES 4096 /* bound on the own-change range list */
+
+/*
+ * Statements of the read connections, prepared on first use; each indexes
+ * read_sql[] in store_sql.h.
+ */
+enum {
+	R_LOAD,
+	R_STAT,
+	R_LIST,
+	R_USAGE,
+	R_HEAD,
+	R_FEED,
+	R_DATA_VERSION,
+	R_NSTMT
+};
+
+/* Statements of the write connection, prepared at open; see write_sql[]. */
+enum {
+	W_BEGIN,
+	W_COMMIT,
+	W_ROLLBACK,
+	W_PUT,
+	W_DELETE,
+	W_VERSION,
+	W_RENAME,
+	W_HEAD,
+	W_PRUNE_FIND,
+	W_PRUNE,
+	W_NSTMT
+};
+
+struct op; /* a queued change: store.c */
+
+/* One thread's read connection. */
+struct rconn {
+	struct store *st;	     /* immutable */
+	sqlite3 *db;		     /* immutable */
+	sqlite3_stmt *stmt[R_NSTMT]; /* owner thread only */
+	bool dv_valid;		     /* owner thread only: next two set */
+	int64_t dv;		     /* data_version at the last full poll */
+	uint64_t dv_head;	     /* feed cursor after that poll */
+	struct rconn *next_all;	     /* L: store.pool_lock */
+	struct rconn *next_free;     /* L: store.pool_lock */
+};
+
+/* Sequence numbers lo..hi (inclusive) of the feed are our own changes. */
+struct seq_range {
+	uint64_t lo, hi;
+};
+
+/*
+ * Locking. lock guards the op queue, stopping and the published stats;
+ * callers wait on their op's cond with it. pool_lock guards the lists of
+ * read connections. ranges_lock guards the own-change ranges; the writer
+ * holds it across COMMIT. No function holds two of these locks, and none
+ * is held across a callback.
+ */
+struct store {
+	/* immutable after store_open */
+	char *path; /* as SQLite should see it */
+	unsigned busy_timeout_ms;
+	bool durable;	   /* synchronous=FULL for every commit */
+	pthread_key_t tls; /* -> this thread's struct rconn */
+	bool tls_ok, locks_ok, thread_ok;
+	pthread_t writer;
+
+	/* writer thread only (and store_open before it starts) */
+	sqlite3 *wdb;
+	sqlite3_stmt *w[W_NSTMT];
+	int64_t busy_start;	   /* when the current wait began */
+	bool unsynced;		   /* a NORMAL commit since the last fsync */
+	struct store_stats wstats; /* published into stats per batch */
+
+	pthread_mutex_t lock;
+	pthread_cond_t wake;	  /* the writer waits for ops */
+	struct op *queue;	  /* L: lock */
+	struct op **tail;	  /* L: lock */
+	bool stopping;		  /* L: lock */
+	struct store_stats stats; /* L: lock */
+
+	pthread_mutex_t ranges_lock;
+	struct seq_range *ranges; /* L: ranges_lock; ascending; allocated
+				   * with MAX_OWN_RANGES slots at open */
+	size_t nranges;		  /* L: ranges_lock */
+
+	pthread_mutex_t pool_lock;
+	struct rconn *conns; /* L: pool_lock; every read connection */
+	struct rconn *idle;  /* L: pool_lock; owned by no thread */
+};
+
+/* ---- store.c ------------------------------------------------------------ */
+
+/* store_errno(), refined by the OS error where SQLite keeps one. */
+int store__sqlerr(sqlite3 *db, int rc);
+/* Column col of the current row as an unsigned value; NULL and < 0 give 0. */
+uint64_t store__col_u64(sqlite3_stmt *s, int col);
+/*
+ * Steps a statement that yields one integer row into *v, then resets it.
+ * -ENOENT if it yields no row.
+ */
+int store__step_int(sqlite3 *db, sqlite3_stmt *s, int64_t *v);
+/*
+ * Statement idx (R_*) of the calling thread's read connection, which it
+ * opens or takes from the pool on first use; *rcp gets the connection.
+ * The caller resets the statement after use.
+ */
+int store__rstmt(struct store *st, int idx, struct rconn **rcp,
+		 sqlite3_stmt **out);
+
+/* ---- feed.c ------------------------------------------------------------- */
+
+/*
+ * Records lo..hi (nothing if hi < lo) as our own feed range. The caller,
+ * the writer, holds ranges_lock across the COMMIT that made them ours.
+ */
+void store__ranges_add_locked(struct store *st, uint64_t lo, uint64_t hi);
+
+#endif /* RFS_STORE_INT_H */
