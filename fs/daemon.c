@@ -43,8 +43,12 @@
  * The background thread wakes every 100 ms: region_sweep() with a bounded
  * budget on every region (expired entries and the excess left by a
  * shrink; the sweep resumes where it stopped), store_changes_prune() every
- * minute, and a pending reload. It also ends the session on SIGTERM/SIGINT
- * (see handle_exit()). It sleeps in poll() on a self-pipe (stop,
+ * minute (feed rows older than FEED_MAX_AGE_MS; the only place that
+ * prunes), and a pending reload. It also ends the session on
+ * SIGTERM/SIGINT (see handle_exit()). The change feed itself is read by
+ * its own thread (feed.c), so its delay bound does not depend on this
+ * work; rfs_bg_start()/rfs_bg_stop() start and stop both threads. The
+ * background thread sleeps in poll() on a self-pipe (stop,
  * SIGHUP) and an inotify watch on regions.ini's directory (IN_CLOSE_WRITE
  * or IN_MOVED_TO of its name; the reload runs RELOAD_DEBOUNCE_MS after the
  * first event of a burst, so that an editor's several writes load once,
@@ -169,7 +173,7 @@ void rfs_counters_sum(struct rfs_counters *out)
 	out->inodes = rfs_inode_count();
 	out->config_reloads = atomic_load(&rfs.reloads);
 	out->config_failures = atomic_load(&rfs.reload_failures);
-	/* feed_changes and feed_lag_ms stay 0 until the change feed exists */
+	rfs_feed_counters(&out->feed_changes, &out->feed_lag_ms);
 }
 
 /* ---- regions and tables -------------------------------------------------- */
@@ -235,6 +239,11 @@ static struct rfs_region *table_find(const struct rfs_table *t,
 		return NULL;
 	p = bsearch(name, t->byname, t->n, sizeof(*p), cmp_key);
 	return p ? *p : NULL;
+}
+
+struct rfs_region *rfs_table_find(const struct rfs_table *t, const char *name)
+{
+	return table_find(t, name);
 }
 
 long rfs_table_index(const struct rfs_table *t, const char *name)
@@ -715,15 +724,6 @@ static int bg_work(uint64_t *next_tick, uint64_t *next_prune,
 	}
 	if (now >= *next_tick) {
 		sweep_all();
-		/*
-		 * NEEDSWORK: change feed (issue 4). Each tick, after the
-		 * sweep: store_changes() from a cursor taken at startup
-		 * (store_changes_head), region_invalidate(...,
-		 * REGION_ORIGIN_OUTSIDE) per key it names (and
-		 * region_invalidate_all for a NULL key), counted in
-		 * feed_changes/feed_lag_ms. Kernel caching stays off for
-		 * keys, so no notify is needed for them.
-		 */
 		*next_tick = now + TICK_MS;
 	}
 	if (now >= *next_prune) {
@@ -789,8 +789,14 @@ int rfs_bg_start(void)
 	int rc;
 
 	bg.main_thread = pthread_self();
-	if (pipe2(bg.pipe, O_CLOEXEC | O_NONBLOCK) < 0)
-		return -errno;
+	rc = rfs_feed_start();
+	if (rc)
+		return rc;
+	if (pipe2(bg.pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+		rc = -errno;
+		rfs_feed_stop();
+		return rc;
+	}
 	/* the signals stay with the session loop's threads */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
@@ -800,6 +806,7 @@ int rfs_bg_start(void)
 		close(bg.pipe[0]);
 		close(bg.pipe[1]);
 		bg.pipe[0] = bg.pipe[1] = -1;
+		rfs_feed_stop();
 		return -rc;
 	}
 	bg.running = true;
@@ -810,6 +817,7 @@ void rfs_bg_stop(void)
 {
 	char c = 's';
 
+	rfs_feed_stop();
 	if (!bg.running)
 		return;
 	atomic_store(&bg.stop, true);

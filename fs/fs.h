@@ -8,6 +8,8 @@
  *             a reload), the striped counters, the background thread
  *             (sweeps, change-feed pruning, regions.ini reloads), systemd
  *             notification
+ *   feed.c    the change-feed thread: outside writers' changes invalidate
+ *             the cache within a bounded delay
  *   inode.c   inode numbers and lookup counts
  *   handle.c  open files: read handles, write buffers and the commit
  *             (E1, store_put, E2), virtual-file and directory handles
@@ -115,6 +117,8 @@ struct rfs_table *rfs_table_get(void);
 void rfs_table_put(struct rfs_table *t);
 /* Index of name in t->v, or -1. */
 long rfs_table_index(const struct rfs_table *t, const char *name);
+/* The region of t called name, or NULL; no reference (t holds one). */
+struct rfs_region *rfs_table_find(const struct rfs_table *t, const char *name);
 
 /* ---- daemon.c: global state ---------------------------------------------- */
 
@@ -153,8 +157,10 @@ int rfs_daemon_init(const struct config *c);
 void rfs_daemon_fini(void);
 
 /*
- * Starts/stops the background thread. Start after the mount is up, from
- * the thread that then runs the session loop.
+ * Starts/stops the background thread and the change feed's thread
+ * (rfs_feed_start/stop). Start after the mount is up and the store is
+ * open, before the session loop serves requests, from the thread that
+ * then runs the loop; stop after the loop, before the store is closed.
  */
 int rfs_bg_start(void);
 void rfs_bg_stop(void);
@@ -187,6 +193,20 @@ struct rfs_view_hold {
 };
 int rfs_view_build(struct rfs_view_hold *h);
 void rfs_view_release(struct rfs_view_hold *h);
+
+/* ---- feed.c: outside writers --------------------------------------------- */
+
+/*
+ * Starts the thread that polls the store's change feed and invalidates
+ * the keys other processes changed (see feed.c). Takes the feed's cursor
+ * at its head now: call it before any request can load a value. 0 or
+ * -errno. rfs_bg_start() calls it.
+ */
+int rfs_feed_start(void);
+/* Stops and joins the thread. Accepts a feed that never started. */
+void rfs_feed_stop(void);
+/* feed_changes and feed_lag_ms for struct rfs_counters. */
+void rfs_feed_counters(uint64_t *changes, uint64_t *lag_ms);
 
 /* ---- daemon.c: counters -------------------------------------------------- */
 
