@@ -753,6 +753,23 @@ static void bg_wait(struct pollfd *pfd, int timeout, uint64_t *reload_at)
 		*reload_at = mono_ms() + RELOAD_DEBOUNCE_MS;
 }
 
+/*
+ * True if regions.ini changed between the start-up load and the moment the
+ * watch was set up: such an edit sent no event, so it must be reloaded.
+ */
+static bool config_changed_since_start(void)
+{
+	const struct stat *a = &rfs.config_st;
+	struct stat b;
+
+	if (stat(rfs.config_path, &b) < 0)
+		return false; /* gone: the next save will tell */
+	return a->st_ino != b.st_ino || a->st_dev != b.st_dev ||
+	       a->st_size != b.st_size ||
+	       a->st_mtim.tv_sec != b.st_mtim.tv_sec ||
+	       a->st_mtim.tv_nsec != b.st_mtim.tv_nsec;
+}
+
 static void *bg_main(void *arg)
 {
 	uint64_t next_tick = mono_ms(), reload_at = 0;
@@ -765,6 +782,8 @@ static void *bg_main(void *arg)
 	(void)arg;
 	pfd[0] = (struct pollfd){.fd = bg.pipe[0], .events = POLLIN};
 	pfd[1] = (struct pollfd){.fd = ifd, .events = POLLIN};
+	if (ifd >= 0 && config_changed_since_start())
+		reload_at = mono_ms();
 	while (!atomic_load(&bg.stop)) {
 		bg_wait(pfd, timeout, &reload_at);
 		if (atomic_exchange(&bg.hup, false) && !exiting) {

@@ -33,6 +33,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/stat.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -134,6 +135,7 @@ struct rfs {
 	uid_t uid;		 /* owner shown for every file */
 	gid_t gid;
 	struct timespec mount_time; /* CLOCK_REALTIME at start */
+	struct stat config_st;	    /* regions.ini as the start-up load saw it */
 	bool foreground;
 
 	/* the configuration's state; L: cfg_lock */

@@ -331,6 +331,9 @@ static int setup_state(const struct main_opts *o)
 		rfs_log(RFS_LOG_ERR, "out of memory");
 		return -1;
 	}
+	/* stat before the load: an edit after it shows as a difference */
+	if (stat(rfs.config_path, &rfs.config_st) < 0)
+		memset(&rfs.config_st, 0, sizeof(rfs.config_st));
 	rc = config_load(rfs.config_path, &c, err, sizeof(err));
 	if (rc) {
 		rfs_log(RFS_LOG_ERR, "%s", err);
