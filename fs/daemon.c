@@ -808,6 +808,7 @@ int rfs_bg_start(void)
 	int rc;
 
 	bg.main_thread = pthread_self();
+	rfs_feed_listen(rfs_inode_changed); /* outside changes: new inodes */
 	rc = rfs_feed_start();
 	if (rc)
 		return rc;

@@ -105,12 +105,19 @@
  * underestimate. feed_changes counts the changes applied (keys of served
  * regions, plus one per "invalidate everything").
  *
- * Kernel caches. Key files are opened with direct_io and their entries
- * and attributes have timeout 0, and a missing key is never a cached
- * negative entry (ops.c), so the kernel keeps nothing of a key that an
- * outside change could make stale: no notify_inval_inode/entry is needed.
- * If ops.c ever keeps the page cache or long timeouts, this thread (not a
- * request handler, which could deadlock) must send them.
+ * Kernel caches. A key's name is never cached by the kernel (entry
+ * timeout 0, no negative entries) and its inode stands for one row
+ * (inode.c): a LOOKUP after an outside change finds the new row in the
+ * store and gets a new inode, whose page cache starts empty, so no
+ * notify_inval_inode/entry is needed. One case needs us: an outside
+ * writer can replace a row without changing its (size, mtime, version)
+ * (DELETE and INSERT within one millisecond: version 1 both times), and
+ * then only the feed knows. So every change applied is also passed to the
+ * change listener (rfs_feed_listen(); the daemon sets rfs_inode_changed),
+ * which makes the key's inode stop being the one LOOKUP returns. It is
+ * called after the cache is invalidated: a LOOKUP between the two still
+ * gets the old inode, whose open reloads and finds a different value
+ * (inode.c); a LOOKUP after both gets a new inode.
  *
  * Pruning the feed table is the background thread's job (daemon.c, every
  * minute, rows older than 10 minutes). A mount that falls behind the
@@ -156,6 +163,7 @@ struct feed_batch {
 };
 
 static struct {
+	rfs_feed_listener listen;     /* set before start, then immutable */
 	atomic_bool stop;	      /* rfs_feed_stop() asks */
 	bool running;		      /* start/stop callers only */
 	pthread_t thread;	      /* start/stop callers only */
@@ -178,6 +186,18 @@ void rfs_feed_counters(uint64_t *changes, uint64_t *lag_ms)
 	*lag_ms = atomic_load_explicit(&feed.lag_ms, memory_order_relaxed);
 }
 
+void rfs_feed_listen(rfs_feed_listener fn)
+{
+	feed.listen = fn;
+}
+
+/* Tells the listener, if any, that key (NULL: every key) changed. */
+static void changed(const char *region, const void *key, size_t klen)
+{
+	if (feed.listen)
+		feed.listen(region, key, klen);
+}
+
 /* Invalidates every region of t. */
 static void invalidate_all(struct rfs_table *t)
 {
@@ -185,6 +205,7 @@ static void invalidate_all(struct rfs_table *t)
 
 	for (i = 0; i < t->n; i++)
 		region_invalidate_all(t->v[i]->r, REGION_ORIGIN_OUTSIDE);
+	changed(NULL, NULL, 0);
 }
 
 /* Invalidates every region of the current table. */
@@ -214,6 +235,7 @@ static int apply_change(void *ctx, const char *region, const void *key,
 		b->applied++;
 	} else if ((rr = rfs_table_find(b->t, region))) {
 		region_invalidate(rr->r, key, klen, REGION_ORIGIN_OUTSIDE);
+		changed(region, key, klen);
 		b->applied++;
 	}
 	return ++b->calls >= FEED_BATCH;

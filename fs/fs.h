@@ -20,8 +20,8 @@
  * Lock order, for every lock in fs/ (a lock may be taken while holding
  * only locks to its left):
  *   cfg_lock (daemon.c) -> table shard lock (daemon.c)
- *   handle->mu (handle.c) -> inode table lock (inode.c)
- *   handle list stripe lock (handle.c): a leaf
+ *   handle->mu (handle.c) -> inode table lock -> node lock (inode.c)
+ *   handle list stripe lock (handle.c), marker lock (inode.c): leaves
  * No fs/ lock is held across fuse_reply_*(), across store_*() calls or
  * across calls into regions/ that may sleep (region_get() joining a
  * flight). Engine stripe locks are never visible here.
@@ -135,7 +135,7 @@ struct rfs {
 	uid_t uid;		 /* owner shown for every file */
 	gid_t gid;
 	struct timespec mount_time; /* CLOCK_REALTIME at start */
-	struct stat config_st;	    /* regions.ini as the start-up load saw it */
+	struct stat config_st; /* regions.ini as the start-up load saw it */
 	bool foreground;
 
 	/* the configuration's state; L: cfg_lock */
@@ -207,6 +207,14 @@ void rfs_view_release(struct rfs_view_hold *h);
 int rfs_feed_start(void);
 /* Stops and joins the thread. Accepts a feed that never started. */
 void rfs_feed_stop(void);
+/*
+ * Called by the feed thread for every change it applied, after the cache
+ * was invalidated: key NULL (and region NULL) for "every key".
+ */
+typedef void (*rfs_feed_listener)(const char *region, const void *key,
+				  size_t klen);
+/* Sets the listener (none by default). Call before rfs_feed_start(). */
+void rfs_feed_listen(rfs_feed_listener fn);
 /* feed_changes and feed_lag_ms for struct rfs_counters. */
 void rfs_feed_counters(uint64_t *changes, uint64_t *lag_ms);
 
@@ -265,6 +273,18 @@ enum rfs_ikind {
 	RFS_I_VREGION_CONFIG, /* .regionfs/regions/<region>/config */
 };
 
+/*
+ * What the kernel may cache of a key inode (inode.c explains). A key
+ * inode starts as RFS_K_PAGE (or RFS_K_WRITE when made for a writer) and
+ * moves down the list, except that a writer's inode whose page cache is
+ * empty may become RFS_K_PAGE for a new row ("promotion").
+ */
+enum rfs_kclass {
+	RFS_K_PAGE = 0, /* one row's content: page cache, immutable attrs */
+	RFS_K_DIRECT,	/* immutable attrs; every open is direct I/O */
+	RFS_K_WRITE,	/* open for writing: direct I/O, live attrs */
+};
+
 struct rfs_handle;
 
 /* A copy of what an inode names, taken under the inode table's lock. */
@@ -274,6 +294,9 @@ struct rfs_ident {
 	char region[REGION_MAX_NAME + 1];
 	char key[REGION_MAX_KEY + 1]; /* NUL-terminated; keys hold no NUL */
 	size_t klen;
+	/* a key: what the kernel may cache, and the row it stands for */
+	enum rfs_kclass cls;
+	struct store_meta row; /* RFS_K_PAGE, RFS_K_DIRECT: its attributes */
 	/* a gone key: its last known row (size, mtime) */
 	struct store_meta last;
 	bool last_valid;
@@ -286,31 +309,100 @@ int rfs_inode_init(void);
 /* Frees every inode (at exit; the kernel is gone). */
 void rfs_inode_fini(void);
 /*
- * Finds or creates the inode for (kind, region, key) and counts one
- * kernel lookup. klen 0 for the region kinds. 0 or -ENOMEM.
+ * Finds or creates the inode for (kind, region) of a region kind (not
+ * RFS_I_KEY) and counts one kernel lookup. 0 or -ENOMEM.
  */
-int rfs_inode_lookup(enum rfs_ikind kind, const char *region, const void *key,
-		     size_t klen, fuse_ino_t *ino);
-/* The number of the live inode for a key, without counting; 0 if none. */
+int rfs_inode_lookup(enum rfs_ikind kind, const char *region, fuse_ino_t *ino);
+/*
+ * LOOKUP of a key whose row is *row: counts one kernel lookup of the
+ * inode in *ino, which is
+ *  - with write (CREATE), or when pid's last write open of this name was
+ *    refused with ESTALE (rfs_inode_open_write): an RFS_K_WRITE inode of
+ *    the name (one that exists, or a new one);
+ *  - else the name's current inode if it is RFS_K_PAGE and stands for
+ *    exactly *row (size, mtime and version), or a writer's inode of the
+ *    name that can have no page cached and no open handle, which becomes
+ *    the RFS_K_PAGE inode of *row (so a read after a write keeps the
+ *    kernel's dentry), or a new RFS_K_PAGE inode for *row; it becomes
+ *    current.
+ * *cls gets its class. 0 or -ENOMEM.
+ */
+int rfs_inode_lookup_key(const char *region, const void *key, size_t klen,
+			 const struct store_meta *row, pid_t pid, bool write,
+			 fuse_ino_t *ino, enum rfs_kclass *cls);
+/* The number of the current inode for a key, without counting; 0 if none. */
 fuse_ino_t rfs_inode_peek(const char *region, const void *key, size_t klen);
 /* Copies what ino names into *out. -ENOENT for an unknown number. */
 int rfs_inode_ident(fuse_ino_t ino, struct rfs_ident *out);
 /* FORGET: drops n lookups; frees the inode when nothing holds it. */
 void rfs_inode_forget(fuse_ino_t ino, uint64_t n);
 /*
- * The key was removed (unlink): its inode, if any, becomes gone and stops
- * answering lookups. last (may be NULL) is the row as it was.
+ * The key was removed (unlink): its inodes become gone and stop answering
+ * lookups. last (may be NULL) is the row as it was.
  */
 void rfs_inode_unlinked(const char *region, const void *key, size_t klen,
 			const struct store_meta *last);
 /*
- * from was renamed to to within region: the inode of to (if any) becomes
- * gone (last: its row before, may be NULL), the inode of from now names
- * to, so open files follow the rename.
+ * from was renamed to to within region: the inodes of to become gone
+ * (last: its row before, may be NULL), the inodes of from now name to, so
+ * open files follow the rename.
  */
 void rfs_inode_renamed(const char *region, const void *from, size_t flen,
 		       const void *to, size_t tlen,
 		       const struct store_meta *last);
+/*
+ * Someone else changed the key (the change feed): its current inode stops
+ * being current, so the next LOOKUP makes a new one. key NULL: every key.
+ */
+void rfs_inode_changed(const char *region, const void *key, size_t klen);
+/*
+ * A read-only open of key inode ino, which found v in the cache (v's load
+ * serial: rfs_value_serial()). Decides what the handle serves: *out gets a
+ * reference on that value, and *pcache says whether the kernel may keep
+ * it in the page cache (keep_cache). Only bytes of the one value an
+ * RFS_K_PAGE inode was first opened with ever enter its page cache; an
+ * inode that cannot serve them any more becomes RFS_K_DIRECT. The handle
+ * is counted until rfs_inode_close_read(). -ENOENT if ino is unknown.
+ */
+int rfs_inode_open_read(fuse_ino_t ino, struct region_value *v,
+			struct region_value **out, bool *pcache);
+/* The release of a handle opened by rfs_inode_open_read(). */
+void rfs_inode_close_read(fuse_ino_t ino, bool pcache);
+
+/* What the kernel must forget of an inode a writer opens. */
+enum rfs_inval {
+	RFS_INVAL_NONE = 0,
+	RFS_INVAL_ATTR, /* its attributes (notify_inval_inode, offset -1) */
+	RFS_INVAL_ALL,	/* attributes and pages (offset 0, length 0) */
+};
+
+struct rfs_wopen {
+	enum rfs_inval inval; /* to send before replying to the OPEN */
+	uint64_t gen;	      /* RFS_INVAL_ALL: for rfs_inode_cleaned() */
+};
+
+/*
+ * A write open of key inode ino by pid (readable: O_RDWR). 0: go ahead;
+ * the inode is now RFS_K_WRITE and the handle is counted until
+ * rfs_inode_close_write(); wo says what the kernel may hold of it (it
+ * was cached with long timeouts): the caller sends that invalidation
+ * before replying, and after RFS_INVAL_ALL calls rfs_inode_cleaned().
+ * -ESTALE: page-cache readers have it open (a writer would truncate or
+ * grow the size they read by): the kernel retries the open after a
+ * LOOKUP, which rfs_inode_lookup_key() answers with a writable inode.
+ * -ENOENT if ino is unknown.
+ */
+int rfs_inode_open_write(fuse_ino_t ino, pid_t pid, bool readable,
+			 struct rfs_wopen *wo);
+/*
+ * The kernel has dropped every page of ino (RFS_INVAL_ALL sent for the
+ * open that returned gen): unless a handle that can read opened it since,
+ * ino can have no page cached, and once its writers are gone it may
+ * become the page-cache inode of the row they committed.
+ */
+void rfs_inode_cleaned(fuse_ino_t ino, uint64_t gen);
+/* The release of a write handle counted by rfs_inode_open_write(). */
+void rfs_inode_close_write(fuse_ino_t ino, bool readable);
 /*
  * Attaches/detaches an open write handle to its inode, so that getattr
  * reports the size the writer sees and the inode outlives a FORGET that
@@ -352,6 +444,7 @@ struct rfs_whandle {
 	struct rfs_wbuf *buf;	       /* L: mu */
 	bool committing;	       /* L: mu */
 	bool append;		       /* immutable: O_APPEND */
+	bool readable;		       /* immutable: O_RDWR */
 	int last_err;		       /* L: mu; error of the last commit */
 	int broken;		       /* L: mu; -EFBIG: nothing is stored */
 	atomic_bool dirty;	       /* changed since the last commit */
@@ -360,6 +453,17 @@ struct rfs_whandle {
 	struct rfs_region *rr;	       /* settings at open; one reference */
 	fuse_ino_t ino;		       /* immutable; attached to the inode */
 	struct rfs_handle *inode_next; /* L: inode table */
+};
+
+/*
+ * A key opened read-only: one value. With pcache the kernel keeps the
+ * value's pages in ino's page cache (rfs_inode_open_read() said so) and
+ * the release tells the inode table (rfs_inode_close_read()).
+ */
+struct rfs_rhandle {
+	struct region_value *v; /* one reference */
+	fuse_ino_t ino;		/* immutable */
+	bool pcache;		/* immutable: keep_cache, not direct_io */
 };
 
 /* One directory listing in progress (region directories). */
@@ -381,8 +485,8 @@ struct rfs_handle {
 	unsigned stripe;		/* which list (shutdown tracking) */
 	struct rfs_handle *prev, *next; /* L: list stripe lock */
 	union {
-		struct region_value *v; /* RFS_H_READ: one reference */
-		struct {		/* RFS_H_VIRTUAL */
+		struct rfs_rhandle r; /* RFS_H_READ */
+		struct {	      /* RFS_H_VIRTUAL */
 			char *buf;
 			size_t len;
 		} virt;
@@ -421,6 +525,12 @@ void rfs_handles_shutdown(void);
  */
 int rfs_fetch(struct rfs_region *rr, const char *key, size_t klen,
 	      struct region_value **out);
+/*
+ * The serial number of the load that made v (rfs_fetch), unique for the
+ * life of the process: two values with one serial are one value. Only
+ * for values made by rfs_fetch (every value in the daemon's regions).
+ */
+uint64_t rfs_value_serial(const struct region_value *v);
 #ifdef RFS_TEST_HOOKS
 /*
  * Test builds only (regionfs-testhooks): every cache-miss load sleeps this
@@ -442,13 +552,22 @@ int rfs_commit_value(const char *region, const char *key, size_t klen,
 void rfs_invalidate(const char *region, const void *key, size_t klen);
 
 /*
+ * Opens key inode id for reading: the value of the key through the cache,
+ * kept in the kernel's page cache if inode.c allows it. 0 with *out, or
+ * -errno.
+ */
+int rfs_rhandle_open(struct rfs_region *rr, fuse_ino_t ino,
+		     const struct rfs_ident *id, struct rfs_handle **out);
+/*
  * Opens a key for writing: a handle whose buffer is a copy of the current
  * value, or empty with O_TRUNC (which also makes it dirty), or empty and
  * clean when created (create() committed the empty value already).
- * Takes its own reference on rr. -ENOENT if the key does not exist.
+ * Takes its own reference on rr. The inode becomes a writer's
+ * (rfs_inode_open_write(), for pid): -ESTALE when page-cache readers have
+ * it open. -ENOENT if the key does not exist.
  */
-int rfs_whandle_open(struct rfs_region *rr, fuse_ino_t ino, const char *key,
-		     size_t klen, int flags, bool created,
+int rfs_whandle_open(struct rfs_region *rr, fuse_ino_t ino, pid_t pid,
+		     const char *key, size_t klen, int flags, bool created,
 		     struct rfs_handle **out);
 /* write(): 0 with *written, -EFBIG, -ENOMEM. */
 int rfs_whandle_write(struct rfs_handle *h, const char *data, size_t size,

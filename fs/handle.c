@@ -8,7 +8,16 @@
  * replies with a pointer into that value; a value outlives its eviction,
  * expiry or overwrite for as long as a handle references it, which is how
  * a reader that opened before an overwrite or unlink keeps reading the
- * bytes it opened.
+ * bytes it opened. A read handle may also fill the kernel's page cache of
+ * its inode (keep_cache): inode.c decides at open, and the release tells
+ * it. For that decision every value carries, besides the row's version
+ * and mtime, the serial number of the load that made it (value_new()): an
+ * inode's page cache may only ever hold the bytes of one value, and two
+ * loads of one row version need not hold the same bytes (an outside
+ * writer may rewrite a row without changing version, size or mtime).
+ * The serial is the value's tag (region_value_set_tag()); value_new() is
+ * the only place the daemon makes a value, so every value in its regions
+ * has one (serials start at 1; 0 means "no load").
  *
  * Write handles hold a private buffer (DESIGN.md "The write path"): a copy
  * of the value at open, or empty with O_TRUNC. write() and ftruncate()
@@ -28,6 +37,10 @@
  * handle are serialized (committing + cond) so an older buffer can never
  * be stored after a newer one. Concurrent writers on different handles of
  * one key: the last commit wins, as DESIGN.md says.
+ *
+ * A write handle's open makes its inode a writer's (inode.c; ESTALE when
+ * page-cache readers have it open, and the kernel retries on another
+ * inode) and is counted there until its release, as is a read handle's.
  *
  * A write handle commits to the name its inode has at commit time, so a
  * rename while the file is open moves the pending data with it; if the
@@ -123,14 +136,16 @@ static void destroy(struct rfs_handle *h)
 
 	switch (h->kind) {
 	case RFS_H_READ:
-		region_value_unref(h->u.v);
+		if (h->u.r.v) /* counted by rfs_inode_open_read() */
+			rfs_inode_close_read(h->u.r.ino, h->u.r.pcache);
+		region_value_unref(h->u.r.v);
 		break;
 	case RFS_H_VIRTUAL:
 		free(h->u.virt.buf);
 		break;
 	case RFS_H_WRITE:
-		if (w->ino)
-			rfs_inode_detach(w->ino, h);
+		rfs_inode_detach(w->ino, h);
+		rfs_inode_close_write(w->ino, w->readable);
 		rfs_wbuf_unref(w->buf);
 		rfs_region_put(w->rr);
 		pthread_cond_destroy(&w->cond);
@@ -198,6 +213,30 @@ void rfs_handles_shutdown(void)
 
 /* ---- the read path ------------------------------------------------------- */
 
+static atomic_uint_fast64_t load_serial; /* the last serial handed out */
+
+/*
+ * A value for a loaded row: takes over data (malloc()ed, size bytes, NULL
+ * when empty) and tags it with the load's serial (region_value_tag()).
+ * NULL on ENOMEM (data is freed).
+ */
+static struct region_value *value_new(void *data, const struct store_meta *meta)
+{
+	uint64_t serial = atomic_fetch_add(&load_serial, 1) + 1;
+	struct region_value *v = region_value_adopt(data, meta->size);
+
+	if (v) {
+		region_value_set_meta(v, meta->mtime_ns, meta->version);
+		region_value_set_tag(v, serial);
+	}
+	return v;
+}
+
+uint64_t rfs_value_serial(const struct region_value *v)
+{
+	return region_value_tag(v);
+}
+
 int rfs_fetch(struct rfs_region *rr, const char *key, size_t klen,
 	      struct region_value **out)
 {
@@ -217,13 +256,41 @@ int rfs_fetch(struct rfs_region *rr, const char *key, size_t klen,
 		usleep(rfs_test_load_delay_us);
 #endif
 	if (rc == 0) {
-		v = region_value_adopt(data, meta.size);
-		if (v)
-			region_value_set_meta(v, meta.mtime_ns, meta.version);
-		else
+		v = value_new(data, &meta);
+		if (!v)
 			rc = -ENOMEM;
 	}
 	return region_flight_done(rr->r, fl, rc, v, out);
+}
+
+/*
+ * A read handle for key inode id: the cache's value, and whether the
+ * kernel may keep it in the page cache (inode.c decides).
+ */
+int rfs_rhandle_open(struct rfs_region *rr, fuse_ino_t ino,
+		     const struct rfs_ident *id, struct rfs_handle **out)
+{
+	struct region_value *v;
+	struct rfs_handle *h;
+	int rc;
+
+	*out = NULL;
+	rc = rfs_fetch(rr, id->key, id->klen, &v);
+	if (rc)
+		return rc;
+	h = rfs_handle_new(RFS_H_READ);
+	rc = -ENOMEM;
+	if (h) {
+		h->u.r.ino = ino;
+		rc = rfs_inode_open_read(ino, v, &h->u.r.v, &h->u.r.pcache);
+	}
+	region_value_unref(v);
+	if (rc) {
+		rfs_handle_free(h);
+		return rc;
+	}
+	*out = h;
+	return 0;
 }
 
 /* ---- the commit ---------------------------------------------------------- */
@@ -442,35 +509,76 @@ static int whandle_fill(struct rfs_whandle *w, const char *key, size_t klen,
 	return w->buf ? 0 : -ENOMEM;
 }
 
-int rfs_whandle_open(struct rfs_region *rr, fuse_ino_t ino, const char *key,
-		     size_t klen, int flags, bool created,
+/*
+ * Makes ino a writer's inode and counts the handle (inode.c): ESTALE if
+ * page-cache readers have it open. What the kernel may hold of it with a
+ * long timeout is invalidated before the reply: its attributes, so that
+ * the writer's fstat() and lseek(SEEK_END) ask getattr, which reports the
+ * pending size; and its pages when no handle that can read has it open,
+ * so that it can later serve the committed row from an empty page cache
+ * (inode.c, "promotion"). Sent from the OPEN handler: attributes are a
+ * counter and a timestamp under the kernel inode's spinlock; pages are
+ * locked only by page I/O, which needs an open file that can read, and
+ * none is open (the kernel sends RELEASE after its file's page I/O; a
+ * reader that opens meanwhile is counted, and in the single-threaded
+ * loop cannot even open until we reply). So it cannot deadlock with the
+ * OPEN the kernel is waiting for (fuse_reverse_inval_inode).
+ */
+static int enter_writer(fuse_ino_t ino, pid_t pid, bool readable)
+{
+	struct rfs_wopen wo;
+	int rc;
+
+	rc = rfs_inode_open_write(ino, pid, readable, &wo);
+	if (rc == -ESTALE)
+		rfs_log(RFS_LOG_DEBUG,
+			"open for writing: inode %llu has "
+			"page-cache readers: ESTALE, the kernel retries",
+			(unsigned long long)ino);
+	if (rc || wo.inval == RFS_INVAL_NONE)
+		return rc;
+	if (wo.inval == RFS_INVAL_ATTR)
+		fuse_lowlevel_notify_inval_inode(rfs.se, ino, -1, 0);
+	else if (fuse_lowlevel_notify_inval_inode(rfs.se, ino, 0, 0) == 0)
+		rfs_inode_cleaned(ino, wo.gen);
+	return 0;
+}
+
+int rfs_whandle_open(struct rfs_region *rr, fuse_ino_t ino, pid_t pid,
+		     const char *key, size_t klen, int flags, bool created,
 		     struct rfs_handle **out)
 {
-	struct rfs_handle *h = rfs_handle_new(RFS_H_WRITE);
+	bool readable = (flags & O_ACCMODE) != O_WRONLY;
+	struct rfs_handle *h;
 	struct rfs_whandle *w;
 	int rc;
 
 	*out = NULL;
-	if (!h)
+	rc = enter_writer(ino, pid, readable);
+	if (rc)
+		return rc;
+	h = rfs_handle_new(RFS_H_WRITE);
+	if (!h) {
+		rfs_inode_close_write(ino, readable);
 		return -ENOMEM;
+	}
 	w = &h->u.w;
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cond, NULL);
 	w->append = flags & O_APPEND;
+	w->readable = readable;
 	atomic_fetch_add(&rr->refs, 1);
 	w->rr = rr;
+	w->ino = ino; /* from here on its release uncounts it */
 	rc = whandle_fill(w, key, klen, flags, created);
-	if (rc)
-		goto fail;
-	rc = rfs_inode_attach(ino, h);
-	if (rc)
-		goto fail;
-	w->ino = ino;
+	if (!rc)
+		rc = rfs_inode_attach(ino, h);
+	if (rc) {
+		rfs_handle_free(h);
+		return rc;
+	}
 	*out = h;
 	return 0;
-fail:
-	rfs_handle_free(h);
-	return rc;
 }
 
 /* Waits for this handle's commit in progress, if any. w->mu held. */

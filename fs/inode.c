@@ -1,5 +1,6 @@
 /*
- * inode.c - inode numbers and the kernel's lookup counts.
+ * inode.c - inode numbers, the kernel's lookup counts, and what the kernel
+ * may cache of each key inode.
  *
  * The kernel names every file by a 64-bit node id that we hand out in
  * LOOKUP/CREATE replies, counts how many times we did (nlookup), and gives
@@ -11,33 +12,112 @@
  * never reused for anything else (2^64 lookups do not happen), which is why
  * the generation is always 0 and a stale number can only miss.
  *
- * Two hash tables share the nodes: by_ino (every node) and by_name (only
- * the live ones). A key inode follows its key through renames: rename
- * moves the node to the new name, so a file opened before the rename
- * commits to the new name at close. An unlinked key's node, or the node of
- * a rename's replaced target, is "gone": out of by_name, so a later lookup
- * of that name creates a new inode, but still in by_ino until the kernel
- * forgets it; getattr on it reports nlink 0 and the row's last size, and
- * write handles on it commit nothing (POSIX: data written to an unlinked
- * file vanishes with it).
+ * Immutable inodes per row. A key inode stands for one row of the key:
+ * (size, mtime_ns, version) as store_stat() saw it at the LOOKUP that made
+ * the inode. Every committed change of a key (our write, a rename onto it,
+ * an outside write) changes that triple, so the next LOOKUP of the name
+ * makes a new inode, and the content of one RFS_K_PAGE inode never
+ * changes: the kernel may keep its pages and attributes without any
+ * invalidation (ops.c has the scheme and its cost). Only the triple can
+ * be compared at LOOKUP; two rows with one triple and different bytes
+ * (an outside writer that deletes and inserts a key within one
+ * millisecond, same size: version 1 both times) are told apart below by
+ * the values themselves.
  *
- * A node is freed when its lookup count is 0 and no write handle is
- * attached. Write handles attach to their inode because (1) getattr must
- * report the size the writer sees (the kernel re-reads attributes, attr
- * timeout 0, and an lseek(SEEK_END) or O_APPEND position comes from them)
- * and (2) RELEASE is asynchronous in the kernel and may be processed after
- * the FORGET of the same inode.
+ * Classes (enum rfs_kclass):
+ *  - RFS_K_PAGE: opened read-only with keep_cache. Its page cache must
+ *    only ever hold the bytes of one value: the first value a page-cache
+ *    handle was opened with is the inode's anchor (its load serial,
+ *    rfs_value_serial()), and a later open gets the page cache only with
+ *    that same value; while page-cache handles are open the inode holds a
+ *    reference on it (pval) and every new read open is served pval, so
+ *    all its readers share one value. An open that cannot be served so
+ *    (the cache holds a newer row, an older one the change feed has not
+ *    invalidated yet, or a reload of the row: a different value whose
+ *    bytes we cannot compare) makes the inode RFS_K_DIRECT when no page-
+ *    cache handle is open, and gets the cache's value with direct I/O:
+ *    from then on nobody reads the inode's page cache, so what a direct
+ *    handle's mmap(MAP_PRIVATE) may put there harms no one, and the next
+ *    LOOKUP makes a fresh inode. Serving pval, the inode's own row, is
+ *    never stale: the open's LOOKUP returned this inode, so it found this
+ *    row in the store, before any later commit's close() returned (or,
+ *    for an outside change, before the change feed applied it).
+ *  - RFS_K_DIRECT: immutable attributes, every open is direct I/O.
+ *  - RFS_K_WRITE: an inode a writer opened. A writer changes the kernel's
+ *    inode under every other opener: open(O_TRUNC) sets its size to 0 and
+ *    truncates its page cache, a write past the end grows the size, its
+ *    fstat reports the pending size. So a write open makes a PAGE or
+ *    DIRECT inode RFS_K_WRITE (direct I/O for everyone, attributes asked
+ *    for every time, as before this scheme) only if no page-cache handle
+ *    has it open; otherwise the open fails with ESTALE, which makes the
+ *    kernel walk the path again with LOOKUP_REVAL (do_filp_open), and we
+ *    remember (pid, name) in a marker so that this thread's next LOOKUP of
+ *    the name returns an RFS_K_WRITE inode, which the retried open then
+ *    gets. The kernel stamps every request with the caller's thread id,
+ *    so the marker is exact for the retry; a marker left behind (a caller
+ *    that never retried, pid 0 for callers in another pid namespace) only
+ *    makes some later LOOKUPs of that name by that pid direct. At most
+ *    MARKERS are kept (the oldest is dropped); a retry finds its marker
+ *    unless that many other write opens were refused in between, which
+ *    would cost the caller an ESTALE error. A writer that holds a page-
+ *    cache reader of the same file itself and reopens it for writing by
+ *    /proc/self/fd gets ESTALE: there is no path to walk again.
+ *
+ * Promotion: a read after a write keeps the kernel's dentry. A new inode
+ * per row costs a read after a write one more LOOKUP and a FORGET: the
+ * kernel's dentry still names the writer's inode, the LOOKUP that
+ * revalidates it returns another number, and the kernel drops the dentry
+ * and looks the name up again. Instead, a writer's inode that can have
+ * no page in the kernel's cache ("pristine") and that no handle has open
+ * becomes the RFS_K_PAGE inode of the row the name has at the next
+ * LOOKUP. Pages enter a FUSE inode's cache only through READs on an open
+ * file of it (read, fault, readahead; the RELEASE waits for them), so an
+ * inode is pristine from its creation until a handle that can read opens
+ * it (counted in nreaders and rgen); READ on a write-only handle is
+ * refused (ops.c), so posix_fadvise(WILLNEED), which the kernel allows
+ * on one, fills nothing. A page or direct inode that a writer opens with
+ * no readable handle open has all its pages dropped by the open (ops.c,
+ * RFS_INVAL_ALL) and is pristine again unless a reader came in meanwhile
+ * (rfs_inode_cleaned checks rgen). The LOOKUP that promotes sends the
+ * row's attributes; if a concurrent change of the kernel inode makes the
+ * kernel ignore them, the writer's zero attribute timeout still holds and
+ * the next use asks getattr, which answers from the row.
+ *
+ * Names: two hash tables share the nodes: by_ino (every node) and by_name
+ * (every node that still has a name: all versions of a key the kernel
+ * holds). One node per name is current: the one LOOKUP may return.
+ * Renames and unlinks act on every named node of a name: rename moves
+ * them to the new name, so a file opened for writing before the rename
+ * commits to the new name at close; unlink and a rename's replaced target
+ * make them "gone": out of by_name, but in by_ino until the kernel forgets
+ * them; getattr on one reports nlink 0 (and a writer's last size), and
+ * write handles on it commit nothing (POSIX: data written to an unlinked
+ * file vanishes with it). The change feed makes a key's current node not
+ * current (rfs_inode_changed): after an outside change the next LOOKUP
+ * makes a new inode, even if the triple did not change.
+ *
+ * A node is freed when its lookup count is 0 and no handle holds it.
+ * Handles hold their inode because (1) getattr must report the size a
+ * writer sees, (2) the counts above must stay right, and (3) RELEASE is
+ * asynchronous in the kernel and may be processed after the FORGET of the
+ * same inode.
  *
  * Locking: one rwlock, writer-preferring so that creations and forgets are
- * not starved, protects both tables, every node's links, names, gone/last
- * and writer list. nlookup is an atomic so that the common operations -
- * LOOKUP of a name that already has an inode, GETATTR, OPEN - take the lock
- * shared only. Lock order: a handle's mu may be held when taking this lock,
- * never the reverse; under this lock only the atomics of write handles are
- * read. Every request costs the kernel 25-30 us (DESIGN.md), a shared
- * acquisition tens of ns; striping was considered and rejected because a
- * rename moves a node between stripes, which needs both stripes and the
- * node's own, in an order only known after the lookup.
+ * not starved, protects both tables, every node's links, names, gone,
+ * current, last and writer list. nlookup is an atomic so that the common
+ * operations - LOOKUP of a name that already has an inode, GETATTR, OPEN,
+ * RELEASE - take the lock shared only. The fields of a key node marked
+ * "N" (class, open handles, anchor, pristine) are changed under the
+ * shared lock plus the node's lock (one of NODE_LOCKS mutexes picked by
+ * number), or under the exclusive lock alone (promotion); cls is an
+ * atomic besides, so LOOKUP may read it without the node lock. The markers have their own mutex, a
+ * leaf. Lock order: a handle's mu -> this lock -> node lock. Under these
+ * locks only the atomics of write handles are read and references on
+ * values taken (never dropped: a value's last unref frees it). Every
+ * request costs the kernel 25-30 us (DESIGN.md), a shared acquisition
+ * tens of ns; striping was considered and rejected because a rename moves
+ * nodes between stripes, which needs both stripes and the nodes' own, in
+ * an order only known after the lookup.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -47,17 +127,31 @@
 #include "fs.h"
 
 #define MIN_BUCKETS 1024
+#define NODE_LOCKS  64 /* striped node locks: a power of two */
+#define MARKERS	    64 /* refused write opens remembered */
 
 struct inode {
 	struct inode *ino_next;	 /* chain in by_ino */
-	struct inode *name_next; /* chain in by_name (live only) */
+	struct inode *name_next; /* chain in by_name (named only) */
 	fuse_ino_t ino;
 	atomic_uint_fast64_t nlookup; /* kernel references */
 	uint64_t hash;		      /* of (kind, region, key) */
 	enum rfs_ikind kind;
-	bool gone;
-	bool last_valid;
+	bool gone;		    /* no name any more */
+	bool current;		    /* the one LOOKUP returns for its name */
+	bool last_valid;	    /* last is set */
 	struct store_meta last;	    /* a gone key's last row */
+	struct store_meta row;	    /* immutable: the row it was made for */
+	atomic_int cls;		    /* N: enum rfs_kclass of a key */
+	bool pristine;		    /* N: it can have no page cached */
+	bool wanted;		    /* N: a writer's open is on its way */
+	unsigned nreaders;	    /* N: open handles that can read */
+	unsigned preaders;	    /* N: of which page-cache handles */
+	unsigned nwriters;	    /* N: open write handles */
+	uint64_t rgen;		    /* N: opens that could read, ever */
+	bool anchored;		    /* N: anchor is set */
+	uint64_t anchor;	    /* N: serial of the value in its pages */
+	struct region_value *pval;  /* N: that value while preaders */
 	struct rfs_handle *writers; /* open write handles */
 	size_t rlen;		    /* region name length */
 	size_t klen;
@@ -69,6 +163,16 @@ struct table {
 	size_t mask; /* buckets - 1 */
 };
 
+/* A refused write open: pid's next LOOKUP of the name gets a writer. */
+struct marker {
+	bool used;
+	pid_t pid;
+	uint64_t hash;
+	char region[REGION_MAX_NAME + 1];
+	char key[REGION_MAX_KEY];
+	size_t klen;
+};
+
 static struct {
 	pthread_rwlock_t lock;
 	struct table by_ino;	    /* L: lock */
@@ -77,7 +181,15 @@ static struct {
 	uint64_t next_ino;	    /* L: lock */
 	uint64_t seed;		    /* immutable after init */
 	atomic_uint_fast64_t nodes; /* gauge, read without the lock */
+	pthread_mutex_t nlock[NODE_LOCKS];
 } it;
+
+static struct {
+	pthread_mutex_t lock;
+	struct marker m[MARKERS]; /* L: lock */
+	unsigned next;		  /* L: lock; the slot to reuse next */
+	atomic_uint used;	  /* markers in use, read without the lock */
+} mk = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static uint64_t mix(uint64_t h)
 {
@@ -125,10 +237,15 @@ static struct inode **name_slot(uint64_t hash)
 	return &it.by_name.b[hash & it.by_name.mask];
 }
 
+static pthread_mutex_t *node_lock(const struct inode *n)
+{
+	return &it.nlock[mix(n->ino) & (NODE_LOCKS - 1)];
+}
+
 int rfs_inode_init(void)
 {
 	pthread_rwlockattr_t a;
-	int rc;
+	int rc, i;
 
 	if (getrandom(&it.seed, sizeof(it.seed), 0) != sizeof(it.seed))
 		it.seed = 0x9e3779b97f4a7c15ULL ^ (uint64_t)(uintptr_t)&it;
@@ -139,6 +256,8 @@ int rfs_inode_init(void)
 	pthread_rwlockattr_destroy(&a);
 	if (rc)
 		return rc;
+	for (i = 0; i < NODE_LOCKS; i++)
+		pthread_mutex_init(&it.nlock[i], NULL);
 	it.next_ino = RFS_INO_DYNAMIC;
 	if (table_init(&it.by_ino, MIN_BUCKETS) ||
 	    table_init(&it.by_name, MIN_BUCKETS)) {
@@ -146,6 +265,13 @@ int rfs_inode_init(void)
 		return -ENOMEM;
 	}
 	return 0;
+}
+
+static void node_free(struct inode *n)
+{
+	region_value_unref(n->pval);
+	free(n->name);
+	free(n);
 }
 
 void rfs_inode_fini(void)
@@ -158,8 +284,7 @@ void rfs_inode_fini(void)
 	for (i = 0; i <= it.by_ino.mask; i++) {
 		for (n = it.by_ino.b[i]; n; n = next) {
 			next = n->ino_next;
-			free(n->name);
-			free(n);
+			node_free(n);
 		}
 	}
 out:
@@ -167,6 +292,8 @@ out:
 	free(it.by_name.b);
 	it.by_ino.b = NULL;
 	it.by_name.b = NULL;
+	for (i = 0; i < NODE_LOCKS; i++)
+		pthread_mutex_destroy(&it.nlock[i]);
 	pthread_rwlock_destroy(&it.lock);
 }
 
@@ -179,16 +306,18 @@ static bool node_is(const struct inode *n, uint64_t hash, enum rfs_ikind kind,
 	       memcmp(n->name + rlen + 1, key, klen) == 0;
 }
 
-/* The live node for a name. Lock held (either mode). */
+/* A named node for a name: the current one, or any. Lock held (either). */
 static struct inode *find_name_locked(enum rfs_ikind kind, const char *region,
-				      const void *key, size_t klen)
+				      const void *key, size_t klen,
+				      bool current)
 {
 	uint64_t h = name_hash(kind, region, key, klen);
 	size_t rlen = strlen(region);
 	struct inode *n;
 
 	for (n = *name_slot(h); n; n = n->name_next)
-		if (node_is(n, h, kind, region, rlen, key, klen))
+		if (node_is(n, h, kind, region, rlen, key, klen) &&
+		    (n->current || !current))
 			return n;
 	return NULL;
 }
@@ -267,23 +396,39 @@ static char *make_name(const char *region, size_t rlen, const void *key,
 	return p;
 }
 
-/* Creates a live node with one lookup. Write lock held. */
-static struct inode *create_locked(enum rfs_ikind kind, const char *region,
-				   const void *key, size_t klen)
+/* What a new node is made for. */
+struct node_init {
+	enum rfs_ikind kind;
+	const char *region;
+	const void *key;
+	size_t klen;
+	const struct store_meta *row; /* keys only */
+	enum rfs_kclass cls;
+	bool current;
+};
+
+/* Creates a named node with one lookup. Write lock held. */
+static struct inode *create_locked(const struct node_init *ni)
 {
 	struct inode *n = calloc(1, sizeof(*n));
 
 	if (!n)
 		return NULL;
-	n->rlen = strlen(region);
-	n->klen = klen;
-	n->name = make_name(region, n->rlen, key, klen);
+	n->rlen = strlen(ni->region);
+	n->klen = ni->klen;
+	n->name = make_name(ni->region, n->rlen, ni->key, ni->klen);
 	if (!n->name) {
 		free(n);
 		return NULL;
 	}
-	n->kind = kind;
-	n->hash = name_hash(kind, region, key, klen);
+	n->kind = ni->kind;
+	n->hash = name_hash(ni->kind, ni->region, ni->key, ni->klen);
+	if (ni->row)
+		n->row = *ni->row;
+	atomic_init(&n->cls, (int)ni->cls);
+	n->pristine = true;
+	n->wanted = ni->cls == RFS_K_WRITE;
+	n->current = ni->current;
 	n->ino = it.next_ino++;
 	atomic_init(&n->nlookup, 1);
 	n->ino_next = *ino_slot(n->ino);
@@ -295,14 +440,14 @@ static struct inode *create_locked(enum rfs_ikind kind, const char *region,
 	return n;
 }
 
-int rfs_inode_lookup(enum rfs_ikind kind, const char *region, const void *key,
-		     size_t klen, fuse_ino_t *ino)
+int rfs_inode_lookup(enum rfs_ikind kind, const char *region, fuse_ino_t *ino)
 {
+	struct node_init ni = {kind, region, "", 0, NULL, RFS_K_DIRECT, true};
 	struct inode *n;
 	int rc = 0;
 
 	pthread_rwlock_rdlock(&it.lock);
-	n = find_name_locked(kind, region, key, klen);
+	n = find_name_locked(kind, region, "", 0, true);
 	if (n) {
 		atomic_fetch_add(&n->nlookup, 1);
 		*ino = n->ino;
@@ -312,11 +457,11 @@ int rfs_inode_lookup(enum rfs_ikind kind, const char *region, const void *key,
 		return 0;
 
 	pthread_rwlock_wrlock(&it.lock);
-	n = find_name_locked(kind, region, key, klen);
+	n = find_name_locked(kind, region, "", 0, true);
 	if (n)
 		atomic_fetch_add(&n->nlookup, 1);
 	else
-		n = create_locked(kind, region, key, klen);
+		n = create_locked(&ni);
 	if (n)
 		*ino = n->ino;
 	else
@@ -325,13 +470,190 @@ int rfs_inode_lookup(enum rfs_ikind kind, const char *region, const void *key,
 	return rc;
 }
 
+/* ---- markers: refused write opens ---------------------------------------- */
+
+static bool marker_is(const struct marker *m, pid_t pid, uint64_t hash,
+		      const char *region, const void *key, size_t klen)
+{
+	return m->used && m->pid == pid && m->hash == hash && m->klen == klen &&
+	       strcmp(m->region, region) == 0 && memcmp(m->key, key, klen) == 0;
+}
+
+/* Finds pid's marker for the name; take: and removes it. */
+static bool marker_find(pid_t pid, const char *region, const void *key,
+			size_t klen, bool take)
+{
+	uint64_t h;
+	bool found = false;
+	unsigned i;
+
+	if (!atomic_load(&mk.used))
+		return false; /* the common case: no refused open */
+	h = name_hash(RFS_I_KEY, region, key, klen);
+	pthread_mutex_lock(&mk.lock);
+	for (i = 0; i < MARKERS && !found; i++) {
+		if (!marker_is(&mk.m[i], pid, h, region, key, klen))
+			continue;
+		found = true;
+		if (take) {
+			mk.m[i].used = false;
+			atomic_fetch_sub(&mk.used, 1);
+		}
+	}
+	pthread_mutex_unlock(&mk.lock);
+	return found;
+}
+
+static void marker_add(pid_t pid, const char *region, const void *key,
+		       size_t klen)
+{
+	struct marker *m;
+
+	if (marker_find(pid, region, key, klen, false))
+		return;
+	pthread_mutex_lock(&mk.lock);
+	m = &mk.m[mk.next];
+	mk.next = (mk.next + 1) % MARKERS;
+	if (!m->used)
+		atomic_fetch_add(&mk.used, 1);
+	m->used = true;
+	m->pid = pid;
+	m->hash = name_hash(RFS_I_KEY, region, key, klen);
+	strcpy(m->region, region);
+	memcpy(m->key, key, klen);
+	m->klen = klen;
+	pthread_mutex_unlock(&mk.lock);
+}
+
+/* ---- key lookups ---------------------------------------------------------- */
+
+static bool same_row(const struct store_meta *a, const struct store_meta *b)
+{
+	return a->version == b->version && a->size == b->size &&
+	       a->mtime_ns == b->mtime_ns;
+}
+
+/* Does n answer a LOOKUP that found row? Lock held (either mode). */
+static bool serves_row(const struct inode *n, const struct store_meta *row)
+{
+	return atomic_load(&n->cls) == RFS_K_PAGE && same_row(&n->row, row);
+}
+
+/* A named writable node of the name, if any. Lock held (either mode). */
+static struct inode *find_writable_locked(const char *region, const void *key,
+					  size_t klen)
+{
+	uint64_t h = name_hash(RFS_I_KEY, region, key, klen);
+	size_t rlen = strlen(region);
+	struct inode *n;
+
+	for (n = *name_slot(h); n; n = n->name_next)
+		if (node_is(n, h, RFS_I_KEY, region, rlen, key, klen) &&
+		    atomic_load(&n->cls) == RFS_K_WRITE)
+			return n;
+	return NULL;
+}
+
+/*
+ * A writer's inode of the name that may become the page-cache inode of
+ * the name's row: no page of it can be cached (pristine), no handle has
+ * it open, no refused writer's retry is on its way to it. Write lock held.
+ */
+static struct inode *find_promotable_locked(const char *region, const void *key,
+					    size_t klen)
+{
+	uint64_t h = name_hash(RFS_I_KEY, region, key, klen);
+	size_t rlen = strlen(region);
+	struct inode *n;
+
+	for (n = *name_slot(h); n; n = n->name_next)
+		if (node_is(n, h, RFS_I_KEY, region, rlen, key, klen) &&
+		    atomic_load(&n->cls) == RFS_K_WRITE && n->pristine &&
+		    !n->wanted && !n->nwriters && !n->nreaders && !n->writers)
+			return n;
+	return NULL;
+}
+
+/*
+ * Makes n the current RFS_K_PAGE inode of row: its page cache is empty
+ * and nothing can fill it but a page-cache handle (see the top). Write
+ * lock held.
+ */
+static void promote_locked(struct inode *n, const struct store_meta *row)
+{
+	atomic_store(&n->cls, RFS_K_PAGE);
+	n->row = *row;
+	n->anchored = false;
+	n->current = true;
+}
+
+/* The slow path of rfs_inode_lookup_key(). Write lock held. */
+static struct inode *lookup_key_locked(const struct node_init *ni)
+{
+	struct inode *n, *p;
+
+	if (ni->cls == RFS_K_WRITE) {
+		n = find_writable_locked(ni->region, ni->key, ni->klen);
+		if (!n)
+			return create_locked(ni);
+		n->wanted = true;
+		atomic_fetch_add(&n->nlookup, 1);
+		return n;
+	}
+	n = find_name_locked(RFS_I_KEY, ni->region, ni->key, ni->klen, true);
+	if (n && serves_row(n, ni->row)) {
+		atomic_fetch_add(&n->nlookup, 1);
+		return n;
+	}
+	if (n)
+		n->current = false; /* another row: another inode */
+	p = find_promotable_locked(ni->region, ni->key, ni->klen);
+	if (!p)
+		return create_locked(ni);
+	promote_locked(p, ni->row);
+	atomic_fetch_add(&p->nlookup, 1);
+	return p;
+}
+
+int rfs_inode_lookup_key(const char *region, const void *key, size_t klen,
+			 const struct store_meta *row, pid_t pid, bool write,
+			 fuse_ino_t *ino, enum rfs_kclass *cls)
+{
+	struct node_init ni = {RFS_I_KEY, region,     key, klen,
+			       row,	  RFS_K_PAGE, true};
+	struct inode *n = NULL;
+
+	if (write || marker_find(pid, region, key, klen, false)) {
+		ni.cls = RFS_K_WRITE;
+		ni.current = false;
+	} else {
+		pthread_rwlock_rdlock(&it.lock);
+		n = find_name_locked(RFS_I_KEY, region, key, klen, true);
+		if (n && serves_row(n, row))
+			atomic_fetch_add(&n->nlookup, 1);
+		else
+			n = NULL;
+		pthread_rwlock_unlock(&it.lock);
+	}
+	if (!n) {
+		pthread_rwlock_wrlock(&it.lock);
+		n = lookup_key_locked(&ni);
+		pthread_rwlock_unlock(&it.lock);
+	}
+	if (!n)
+		return -ENOMEM;
+	*ino = n->ino; /* the number is immutable, the node may go now */
+	*cls = ni.cls;
+	return 0;
+}
+
 fuse_ino_t rfs_inode_peek(const char *region, const void *key, size_t klen)
 {
 	struct inode *n;
 	fuse_ino_t ino = 0;
 
 	pthread_rwlock_rdlock(&it.lock);
-	n = find_name_locked(RFS_I_KEY, region, key, klen);
+	n = find_name_locked(RFS_I_KEY, region, key, klen, true);
 	if (n)
 		ino = n->ino;
 	pthread_rwlock_unlock(&it.lock);
@@ -369,6 +691,8 @@ int rfs_inode_ident(fuse_ino_t ino, struct rfs_ident *out)
 		memcpy(out->region, n->name, n->rlen + 1);
 		memcpy(out->key, n->name + n->rlen + 1, n->klen + 1);
 		out->klen = n->klen;
+		out->cls = (enum rfs_kclass)atomic_load(&n->cls);
+		out->row = n->row;
 		out->last = n->last;
 		out->last_valid = n->last_valid;
 		pending_locked(n, out);
@@ -377,12 +701,15 @@ int rfs_inode_ident(fuse_ino_t ino, struct rfs_ident *out)
 	return n ? 0 : -ENOENT;
 }
 
+/* ---- lifetime ------------------------------------------------------------- */
+
 /* Unlinks and frees n if nothing holds it. Write lock held. */
 static void maybe_free_locked(struct inode *n)
 {
 	struct inode **pp;
 
-	if (atomic_load(&n->nlookup) || n->writers)
+	if (atomic_load(&n->nlookup) || n->writers || n->nreaders ||
+	    n->nwriters)
 		return;
 	if (!n->gone)
 		name_unlink_locked(n);
@@ -391,8 +718,20 @@ static void maybe_free_locked(struct inode *n)
 	*pp = n->ino_next;
 	it.count--;
 	atomic_fetch_sub(&it.nodes, 1);
-	free(n->name);
-	free(n);
+	node_free(n);
+}
+
+/* Frees the node numbered ino if nothing holds it any more. */
+static void free_if_unused(fuse_ino_t ino)
+{
+	struct inode *node;
+
+	/* find it again: a racing forget may have freed it, a lookup revived */
+	pthread_rwlock_wrlock(&it.lock);
+	node = find_ino_locked(ino);
+	if (node)
+		maybe_free_locked(node);
+	pthread_rwlock_unlock(&it.lock);
 }
 
 /* Subtracts n from the count, never below 0. Returns the new count. */
@@ -418,68 +757,284 @@ void rfs_inode_forget(fuse_ino_t ino, uint64_t n)
 	if (node)
 		left = sub_lookups(node, n);
 	pthread_rwlock_unlock(&it.lock);
-	if (left)
-		return;
-	/* find it again: a racing forget may have freed it, a lookup revived */
-	pthread_rwlock_wrlock(&it.lock);
-	node = find_ino_locked(ino);
-	if (node)
-		maybe_free_locked(node);
-	pthread_rwlock_unlock(&it.lock);
+	if (!left)
+		free_if_unused(ino);
 }
+
+/* ---- names ---------------------------------------------------------------- */
 
 static void make_gone_locked(struct inode *n, const struct store_meta *last)
 {
 	name_unlink_locked(n);
 	n->gone = true;
+	n->current = false;
 	if (last) {
 		n->last = *last;
 		n->last_valid = true;
 	}
 }
 
-void rfs_inode_unlinked(const char *region, const void *key, size_t klen,
-			const struct store_meta *last)
+/* Every named node of a key becomes gone. Write lock held. */
+static void unlink_all_locked(const char *region, const void *key, size_t klen,
+			      const struct store_meta *last)
 {
 	struct inode *n;
 
-	pthread_rwlock_wrlock(&it.lock);
-	n = find_name_locked(RFS_I_KEY, region, key, klen);
-	if (n)
+	while ((n = find_name_locked(RFS_I_KEY, region, key, klen, false)))
 		make_gone_locked(n, last);
+}
+
+void rfs_inode_unlinked(const char *region, const void *key, size_t klen,
+			const struct store_meta *last)
+{
+	pthread_rwlock_wrlock(&it.lock);
+	unlink_all_locked(region, key, klen, last);
 	pthread_rwlock_unlock(&it.lock);
+}
+
+/* Moves n to the name region/to; false if there is no memory for it. */
+static bool move_locked(struct inode *n, const char *region, const void *to,
+			size_t tlen)
+{
+	char *name = make_name(region, n->rlen, to, tlen);
+
+	if (!name)
+		return false;
+	name_unlink_locked(n);
+	free(n->name);
+	n->name = name;
+	n->klen = tlen;
+	n->hash = name_hash(RFS_I_KEY, region, to, tlen);
+	name_link_locked(n);
+	return true;
 }
 
 void rfs_inode_renamed(const char *region, const void *from, size_t flen,
 		       const void *to, size_t tlen,
 		       const struct store_meta *last)
 {
-	size_t rlen = strlen(region);
-	char *name = make_name(region, rlen, to, tlen);
-	struct inode *f, *t;
+	struct inode *f;
+
+	if (flen == tlen && memcmp(from, to, flen) == 0)
+		return; /* onto itself: nothing changed */
+	pthread_rwlock_wrlock(&it.lock);
+	unlink_all_locked(region, to, tlen, last);
+	while ((f = find_name_locked(RFS_I_KEY, region, from, flen, false)))
+		if (!move_locked(f, region, to, tlen))
+			make_gone_locked(f, NULL); /* no memory: let it go */
+	pthread_rwlock_unlock(&it.lock);
+}
+
+void rfs_inode_changed(const char *region, const void *key, size_t klen)
+{
+	struct inode *n;
+	size_t i;
 
 	pthread_rwlock_wrlock(&it.lock);
-	t = find_name_locked(RFS_I_KEY, region, to, tlen);
-	f = find_name_locked(RFS_I_KEY, region, from, flen);
-	if (t && t != f)
-		make_gone_locked(t, last);
-	if (f && t != f) {
-		if (name) {
-			name_unlink_locked(f);
-			free(f->name);
-			f->name = name;
-			name = NULL;
-			f->klen = tlen;
-			f->hash = name_hash(RFS_I_KEY, region, to, tlen);
-			name_link_locked(f);
-		} else {
-			/* no memory for the new name: let it go */
-			make_gone_locked(f, NULL);
-		}
+	if (key) {
+		n = find_name_locked(RFS_I_KEY, region, key, klen, true);
+		if (n)
+			n->current = false;
+	} else {
+		for (i = 0; i <= it.by_ino.mask; i++)
+			for (n = it.by_ino.b[i]; n; n = n->ino_next)
+				if (n->kind == RFS_I_KEY)
+					n->current = false;
 	}
 	pthread_rwlock_unlock(&it.lock);
-	free(name);
 }
+
+/* ---- opens ---------------------------------------------------------------- */
+
+static bool value_is_row(const struct region_value *v,
+			 const struct store_meta *row)
+{
+	return region_value_version(v) == row->version &&
+	       region_value_len(v) == row->size &&
+	       region_value_mtime(v) == row->mtime_ns;
+}
+
+/*
+ * The read-open decision for a PAGE node (see the top): the value the
+ * handle serves, or NULL for "not from the page cache". Lock held shared,
+ * node lock held.
+ */
+static struct region_value *page_value_locked(struct inode *n,
+					      struct region_value *v)
+{
+	uint64_t serial = rfs_value_serial(v);
+
+	if (n->preaders)
+		return n->pval;
+	if (n->anchored ? serial != n->anchor : !value_is_row(v, &n->row))
+		return NULL;
+	n->anchored = true;
+	n->anchor = serial;
+	n->pval = region_value_ref(v);
+	return v;
+}
+
+/* A handle that can read n opens: n may get pages. Node lock held. */
+static void reader_in_locked(struct inode *n)
+{
+	n->nreaders++;
+	n->rgen++;
+	n->pristine = false;
+}
+
+int rfs_inode_open_read(fuse_ino_t ino, struct region_value *v,
+			struct region_value **out, bool *pcache)
+{
+	struct region_value *serve = NULL;
+	pthread_mutex_t *mu;
+	struct inode *n;
+
+	*out = NULL;
+	*pcache = false;
+	pthread_rwlock_rdlock(&it.lock);
+	n = find_ino_locked(ino);
+	if (!n) {
+		pthread_rwlock_unlock(&it.lock);
+		return -ENOENT;
+	}
+	mu = node_lock(n);
+	pthread_mutex_lock(mu);
+	if (atomic_load(&n->cls) == RFS_K_PAGE) {
+		serve = page_value_locked(n, v);
+		if (serve)
+			n->preaders++;
+		else
+			atomic_store(&n->cls, RFS_K_DIRECT);
+	}
+	reader_in_locked(n);
+	*pcache = serve != NULL;
+	*out = region_value_ref(serve ? serve : v);
+	pthread_mutex_unlock(mu);
+	pthread_rwlock_unlock(&it.lock);
+	return 0;
+}
+
+/* Drops one handle's counts; true if nothing holds n any more. */
+static bool handle_out(struct inode *n, bool reader, bool pcache, bool writer,
+		       struct region_value **drop)
+{
+	pthread_mutex_t *mu = node_lock(n);
+	bool unused;
+
+	pthread_mutex_lock(mu);
+	if (reader && n->nreaders)
+		n->nreaders--;
+	if (writer && n->nwriters)
+		n->nwriters--;
+	if (pcache && n->preaders && --n->preaders == 0) {
+		*drop = n->pval;
+		n->pval = NULL;
+	}
+	unused = !n->nreaders && !n->nwriters;
+	pthread_mutex_unlock(mu);
+	return unused && !atomic_load(&n->nlookup) && !n->writers;
+}
+
+/* The release of a handle counted by an open. */
+static void close_handle(fuse_ino_t ino, bool reader, bool pcache, bool writer)
+{
+	struct region_value *drop = NULL;
+	struct inode *n;
+	bool unused = false;
+
+	pthread_rwlock_rdlock(&it.lock);
+	n = find_ino_locked(ino);
+	if (n)
+		unused = handle_out(n, reader, pcache, writer, &drop);
+	pthread_rwlock_unlock(&it.lock);
+	region_value_unref(drop);
+	if (unused)
+		free_if_unused(ino);
+}
+
+void rfs_inode_close_read(fuse_ino_t ino, bool pcache)
+{
+	close_handle(ino, true, pcache, false);
+}
+
+void rfs_inode_close_write(fuse_ino_t ino, bool readable)
+{
+	close_handle(ino, readable, false, true);
+}
+
+/*
+ * The write-open decision (see the top and fs.h). Node lock held, lock
+ * held shared.
+ */
+static int write_in_locked(struct inode *n, bool readable, struct rfs_wopen *wo)
+{
+	if (n->preaders)
+		return -ESTALE;
+	if (atomic_load(&n->cls) != RFS_K_WRITE) {
+		atomic_store(&n->cls, RFS_K_WRITE);
+		n->pristine = false; /* until rfs_inode_cleaned() */
+		wo->inval = n->nreaders ? RFS_INVAL_ATTR : RFS_INVAL_ALL;
+		wo->gen = n->rgen;
+	}
+	n->wanted = false;
+	n->nwriters++;
+	if (readable)
+		reader_in_locked(n);
+	return 0;
+}
+
+int rfs_inode_open_write(fuse_ino_t ino, pid_t pid, bool readable,
+			 struct rfs_wopen *wo)
+{
+	char region[REGION_MAX_NAME + 1], key[REGION_MAX_KEY];
+	pthread_mutex_t *mu;
+	struct inode *n;
+	size_t klen = 0;
+	int rc = 0;
+
+	wo->inval = RFS_INVAL_NONE;
+	wo->gen = 0;
+	pthread_rwlock_rdlock(&it.lock);
+	n = find_ino_locked(ino);
+	if (n) {
+		mu = node_lock(n);
+		pthread_mutex_lock(mu);
+		rc = write_in_locked(n, readable, wo);
+		pthread_mutex_unlock(mu);
+		memcpy(region, n->name, n->rlen + 1);
+		memcpy(key, n->name + n->rlen + 1, n->klen);
+		klen = n->klen;
+	}
+	pthread_rwlock_unlock(&it.lock);
+	if (!n)
+		return -ENOENT;
+	if (rc)
+		marker_add(pid, region, key, klen);
+	else
+		marker_find(pid, region, key, klen, true);
+	return rc;
+}
+
+void rfs_inode_cleaned(fuse_ino_t ino, uint64_t gen)
+{
+	pthread_mutex_t *mu;
+	struct inode *n;
+
+	pthread_rwlock_rdlock(&it.lock);
+	n = find_ino_locked(ino);
+	if (n) {
+		mu = node_lock(n);
+		pthread_mutex_lock(mu);
+		/* nothing that can read opened it since the decision */
+		if (n->rgen == gen && !n->nreaders &&
+		    atomic_load(&n->cls) == RFS_K_WRITE)
+			n->pristine = true;
+		pthread_mutex_unlock(mu);
+	}
+	pthread_rwlock_unlock(&it.lock);
+}
+
+/* ---- write handles -------------------------------------------------------- */
 
 int rfs_inode_attach(fuse_ino_t ino, struct rfs_handle *h)
 {

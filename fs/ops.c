@@ -10,19 +10,40 @@
  * the row), so listing and stat never load values into the cache; OPEN
  * goes through the cache (handle.c).
  *
- * Kernel caching - correctness first. Every synchronous FUSE request
- * costs 25-30 us (DESIGN.md's table), so these choices decide small-file
- * speed; they were made for exactness:
- *  - Key files are opened with direct_io: the kernel keeps no pages for
- *    them, so it can never serve stale bytes or pad a read with zeroes
- *    from a stale size (libfuse issue 468). Cost: every read() is a READ
- *    request, and mmap(MAP_SHARED) of a key is refused by the kernel.
- *  - Key entries and attributes have timeout 0, and a missing key is
- *    answered with an error, not a cached negative entry: after a write by
- *    this mount or anyone else, the next stat/open sees the new size and
- *    existence. Cost: every path walk to a key is a LOOKUP and every stat
- *    a GETATTR (a warm open/read/close is LOOKUP, OPEN, READ, READ(EOF),
- *    RELEASE: about 6k-11k ops/s by the table, against ~100k on tmpfs).
+ * Kernel caching: one immutable inode per row. Every synchronous FUSE
+ * request costs 25-30 us (DESIGN.md's table), so the number of requests
+ * per operation decides small-file speed. A key's inode stands for one
+ * row of the store, (size, mtime, version) as LOOKUP's store_stat() saw
+ * it; every commit (ours, a rename onto the key, an outside write) makes
+ * a new row, and the next LOOKUP a new inode (inode.c). The content of
+ * an RFS_K_PAGE inode never changes, so the kernel may keep its pages and
+ * attributes with no invalidation at all:
+ *  - Key entries have timeout 0 and a missing key is an error, not a
+ *    cached negative entry: every path walk to a key is a LOOKUP, which
+ *    finds the current row and so the current inode.
+ *  - An RFS_K_PAGE inode's attributes are its row's, for KEY_TIMEOUT (a
+ *    day), and a read-only open gets keep_cache without direct_io, but
+ *    only if it is served the very value the inode's page cache holds
+ *    (inode.c: the anchor, by load serial; while page-cache handles are
+ *    open, the value they share). Otherwise (a commit between LOOKUP and
+ *    OPEN, a cache older than the store until the change feed invalidates
+ *    it, a reload after eviction) the handle gets the cache's value with
+ *    direct_io and the inode stops granting the page cache: no byte of any
+ *    other value can enter it. A warm open/read/close is LOOKUP, OPEN and
+ *    an asynchronous RELEASE; the read itself is served by the kernel.
+ *  - Writes keep the old protocol (direct_io, FLUSH commits with E1,
+ *    store_put, E2) on an inode of their own: a writer's open changes the
+ *    kernel inode's size and pages under every other opener (O_TRUNC
+ *    truncates them, a write past the end grows the size), so it makes
+ *    the inode RFS_K_WRITE (live attributes, timeout 0) only while no
+ *    page-cache reader has it open, and invalidates what the kernel held
+ *    of it; with readers it fails with ESTALE, the kernel walks the path
+ *    again (LOOKUP_REVAL) and gets a writer's inode (inode.c). When the
+ *    writer is gone, its inode, whose page cache is provably empty,
+ *    becomes the page-cache inode of the row at the next LOOKUP, so a read
+ *    after a write needs no second LOOKUP to replace the kernel's dentry.
+ *  - An older inode keeps answering with its own row, so its open readers
+ *    go on with the bytes they opened. Old inodes go with FORGET.
  *  - Read-only opens set noflush: close() of a reader sends no FLUSH.
  *    Write opens need the FLUSH, because close() is where the commit
  *    happens and where its error is returned.
@@ -31,9 +52,19 @@
  *    their dentries from the background thread (daemon.c).
  *  - Virtual files have size 0 in getattr (like /proc) and are served
  *    with direct_io, so readers read to EOF.
- * The fast path (keep_cache, long timeouts, exact notify_inval_* on every
- * write, eviction, expiry and outside change) is left for a later issue;
- * it needs the invalidations sent from a dedicated thread.
+ * Measured with tests/bench/run_bench_fs.sh (10,000 values of 1 KiB, 2
+ * vCPU VM, kernel 6.18, libfuse 3.14), against the direct-I/O scheme this
+ * replaced, two runs each, interleaved: a reread (page-cache hit) went
+ * from 7-8k to 12-13k ops/s on one thread, 15-17k to 22-24k on two,
+ * 20-24k to 38-40k on four; a first read after a write from 7-8k to 8.3k,
+ * 11-13k to 15-16k, 21-22k to 23-25k (the page is filled by one READ
+ * instead of READ and READ at EOF); creates and rewrites within noise
+ * (a rewrite pays a few us for the invalidation). The first version of
+ * this scheme, without promotion, made a read after a write 15-35%
+ * slower than before: one more LOOKUP and a FORGET per read.
+ * No notification ever needs to be sent for a change: the only ones are
+ * the write open's, sent from its own handler (handle.c, enter_writer()
+ * has why that cannot deadlock).
  *
  * Semantics chosen where POSIX leaves room (the README lists them):
  *  - mtime/ctime/atime of a key are the row's mtime (its last commit).
@@ -51,6 +82,14 @@
  *  - create of a new key commits an empty value at once (E1, put, E2), so
  *    the file exists for everyone before close(). O_EXCL is checked the
  *    same way as NOREPLACE.
+ *  - A file is the row it was opened at: fstat() on a reader shows that
+ *    row's size and mtime, also after an overwrite, a truncate(2) of the
+ *    path or an unlink (then nlink 0). A writer's fstat() shows its
+ *    pending size; stat() of the path by anyone else shows the committed
+ *    row until the writer's close() commits.
+ *  - mmap(MAP_SHARED, PROT_READ) of a key opened read-only works (page-
+ *    cache handles); on a writer's file, and on a reader served with
+ *    direct I/O, the kernel refuses it as before.
  *
  * Every handler ends in exactly one fuse_reply_*() on every path; no lock
  * is held across a reply or a store call (the helpers below take and drop
@@ -66,16 +105,17 @@
 #include "fs.h"
 
 #define DIR_TIMEOUT	3600.0
+#define KEY_TIMEOUT	86400.0	      /* attributes of an immutable key inode */
 #define RFS_UNKNOWN_INO 0xffffffffULL /* d_ino of keys without an inode */
 #define DIRENT_MIN	24	      /* smallest struct fuse_dirent */
 #define STATFS_CACHE_MS 1000
 
 /* ---- replies ------------------------------------------------------------- */
 
-/* rc is 0 or -errno. */
+/* rc is 0 or -errno. ESTALE asks the kernel to retry: not an error. */
 static void reply_err(fuse_req_t req, int rc)
 {
-	if (rc < 0)
+	if (rc < 0 && rc != -ESTALE)
 		rfs_count(RFS_C_ERRORS, 1);
 	fuse_reply_err(req, -rc);
 }
@@ -166,15 +206,23 @@ static int64_t now_ns(void)
 }
 
 /*
- * A key's attributes: the row's, with the size an open writer sees if it
- * has uncommitted data; a gone key shows its last row with nlink 0.
+ * A key's attributes. An immutable inode (RFS_K_PAGE, RFS_K_DIRECT) shows
+ * the row it stands for, for KEY_TIMEOUT. A writer's inode shows the
+ * name's row now, with the size an open writer sees if it has uncommitted
+ * data, for no time at all; gone, its last row. nlink is 0 when gone.
  */
 static int key_getattr(fuse_ino_t ino, const struct rfs_ident *id,
-		       struct stat *st)
+		       struct stat *st, double *timeout)
 {
 	struct store_meta m = {0};
 	int rc = 0;
 
+	*timeout = KEY_TIMEOUT;
+	if (id->cls != RFS_K_WRITE) {
+		key_attr(st, ino, &id->row, id->gone ? 0 : 1);
+		return 0;
+	}
+	*timeout = 0;
 	if (id->gone) {
 		if (id->last_valid)
 			m = id->last;
@@ -198,10 +246,8 @@ static int ident_attr(fuse_ino_t ino, const struct rfs_ident *id,
 		      struct stat *st, double *timeout)
 {
 	*timeout = DIR_TIMEOUT;
-	if (id->kind == RFS_I_KEY) {
-		*timeout = 0;
-		return key_getattr(ino, id, st);
-	}
+	if (id->kind == RFS_I_KEY)
+		return key_getattr(ino, id, st, timeout);
 	if (!rfs_region_exists(id->region))
 		return -ENOENT;
 	if (id->kind == RFS_I_REGION)
@@ -265,13 +311,13 @@ static int region_parent(fuse_ino_t parent, struct rfs_ident *id)
 /* ---- lookup -------------------------------------------------------------- */
 
 static void fill_entry(struct fuse_entry_param *e, const struct stat *st,
-		       double timeout)
+		       double attr_timeout, double entry_timeout)
 {
 	e->ino = st->st_ino;
 	e->generation = 0;
 	e->attr = *st;
-	e->attr_timeout = timeout;
-	e->entry_timeout = timeout;
+	e->attr_timeout = attr_timeout;
+	e->entry_timeout = entry_timeout;
 }
 
 static int lookup_fixed(fuse_ino_t ino, struct fuse_entry_param *e)
@@ -279,7 +325,7 @@ static int lookup_fixed(fuse_ino_t ino, struct fuse_entry_param *e)
 	struct stat st;
 
 	fixed_attr(ino, &st);
-	fill_entry(e, &st, DIR_TIMEOUT);
+	fill_entry(e, &st, DIR_TIMEOUT, DIR_TIMEOUT);
 	return 0;
 }
 
@@ -295,7 +341,7 @@ static int lookup_region_node(enum rfs_ikind kind, const char *region,
 
 	if (strlen(region) > REGION_MAX_NAME || !rfs_region_exists(region))
 		return -ENOENT;
-	rc = rfs_inode_lookup(kind, region, "", 0, &ino);
+	rc = rfs_inode_lookup(kind, region, &ino);
 	if (rc)
 		return rc;
 	strcpy(id.region, region);
@@ -304,17 +350,24 @@ static int lookup_region_node(enum rfs_ikind kind, const char *region,
 		rfs_inode_forget(ino, 1);
 		return rc;
 	}
-	fill_entry(e, &st, timeout);
+	fill_entry(e, &st, timeout, timeout);
 	return 0;
 }
 
-static int lookup_key(const char *region, const char *name,
+/*
+ * A key: the inode for the row the store has now (inode.c), so a changed
+ * key is a new inode. The name itself is never cached (entry timeout 0,
+ * no negative entries): every path walk asks again.
+ */
+static int lookup_key(pid_t pid, const char *region, const char *name,
 		      struct fuse_entry_param *e)
 {
 	struct store_meta m;
 	struct rfs_ident id;
+	enum rfs_kclass cls;
 	fuse_ino_t ino;
 	struct stat st;
+	double timeout = KEY_TIMEOUT;
 	size_t len;
 	int rc;
 
@@ -324,14 +377,18 @@ static int lookup_key(const char *region, const char *name,
 	rc = store_stat(rfs.st, region, name, len, &m);
 	if (rc)
 		return rc;
-	rc = rfs_inode_lookup(RFS_I_KEY, region, name, len, &ino);
+	rc = rfs_inode_lookup_key(region, name, len, &m, pid, false, &ino,
+				  &cls);
 	if (rc)
 		return rc;
-	/* an open writer's size wins, or the kernel would shrink i_size */
-	if (rfs_inode_ident(ino, &id) == 0 && id.pending)
-		m.size = id.pending_size;
+	if (cls == RFS_K_WRITE) {
+		/* a writer's inode: live attributes, as getattr has them */
+		timeout = 0;
+		if (rfs_inode_ident(ino, &id) == 0 && id.pending)
+			m.size = id.pending_size;
+	}
 	key_attr(&st, ino, &m, 1);
-	fill_entry(e, &st, 0);
+	fill_entry(e, &st, timeout, 0);
 	return 0;
 }
 
@@ -348,7 +405,7 @@ static int lookup_vdir(const char *name, struct fuse_entry_param *e)
 	return -ENOENT;
 }
 
-static int lookup_dynamic(fuse_ino_t parent, const char *name,
+static int lookup_dynamic(fuse_req_t req, fuse_ino_t parent, const char *name,
 			  struct fuse_entry_param *e)
 {
 	struct rfs_ident id;
@@ -361,7 +418,7 @@ static int lookup_dynamic(fuse_ino_t parent, const char *name,
 	case RFS_I_REGION:
 		if (!rfs_region_exists(id.region))
 			return -ENOENT;
-		return lookup_key(id.region, name, e);
+		return lookup_key(fuse_req_ctx(req)->pid, id.region, name, e);
 	case RFS_I_VREGION:
 		if (strcmp(name, "stats") == 0)
 			return lookup_region_node(RFS_I_VREGION_STATS,
@@ -395,7 +452,7 @@ static void rfs_ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	else if (parent < RFS_INO_DYNAMIC)
 		rc = -ENOTDIR;
 	else
-		rc = lookup_dynamic(parent, name, &e);
+		rc = lookup_dynamic(req, parent, name, &e);
 	if (rc)
 		reply_err(req, rc);
 	else
@@ -783,24 +840,6 @@ fail:
 	return rc;
 }
 
-static int open_read(struct rfs_region *rr, const struct rfs_ident *id,
-		     struct rfs_handle **out)
-{
-	struct region_value *v;
-	int rc;
-
-	rc = rfs_fetch(rr, id->key, id->klen, &v);
-	if (rc)
-		return rc;
-	*out = rfs_handle_new(RFS_H_READ);
-	if (!*out) {
-		region_value_unref(v);
-		return -ENOMEM;
-	}
-	(*out)->u.v = v;
-	return 0;
-}
-
 static bool read_only(int flags)
 {
 	return (flags & O_ACCMODE) == O_RDONLY && !(flags & O_TRUNC);
@@ -812,10 +851,11 @@ static bool read_only(int flags)
  * replaced it or an unlink removed it) still opens, by name: a reader gets
  * the value the name has now (the rename's new value: old or new, never
  * ENOENT for a name that stayed visible throughout, as POSIX requires),
- * and a writer's data goes nowhere, as it would into a replaced inode.
+ * or the inode's own value if page-cache readers have it open, and a
+ * writer's data goes nowhere, as it would into a replaced inode.
  */
-static int open_key(fuse_ino_t ino, const struct rfs_ident *id, int flags,
-		    bool created, struct rfs_handle **out)
+static int open_key(pid_t pid, fuse_ino_t ino, const struct rfs_ident *id,
+		    int flags, bool created, struct rfs_handle **out)
 {
 	struct rfs_region *rr;
 	int rc;
@@ -825,9 +865,9 @@ static int open_key(fuse_ino_t ino, const struct rfs_ident *id, int flags,
 	if (!rr)
 		return -ENOENT;
 	if (read_only(flags))
-		rc = open_read(rr, id, out);
+		rc = rfs_rhandle_open(rr, ino, id, out);
 	else
-		rc = rfs_whandle_open(rr, ino, id->key, id->klen, flags,
+		rc = rfs_whandle_open(rr, ino, pid, id->key, id->klen, flags,
 				      created, out);
 	rfs_region_put(rr);
 	if (!rc)
@@ -835,11 +875,14 @@ static int open_key(fuse_ino_t ino, const struct rfs_ident *id, int flags,
 	return rc;
 }
 
+/* A read handle on an immutable inode keeps its pages; all else direct. */
 static void set_open_flags(struct fuse_file_info *fi, struct rfs_handle *h)
 {
+	bool pcache = h->kind == RFS_H_READ && h->u.r.pcache;
+
 	fi->fh = (uintptr_t)h;
-	fi->direct_io = 1;
-	fi->keep_cache = 0;
+	fi->direct_io = !pcache;
+	fi->keep_cache = pcache;
 	fi->noflush = h->kind != RFS_H_WRITE;
 }
 
@@ -854,7 +897,8 @@ static void rfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 	if (ino >= RFS_INO_DYNAMIC)
 		rc = rfs_inode_ident(ino, &id);
 	if (!rc && ino >= RFS_INO_DYNAMIC && id.kind == RFS_I_KEY)
-		rc = open_key(ino, &id, fi->flags, false, &h);
+		rc = open_key(fuse_req_ctx(req)->pid, ino, &id, fi->flags,
+			      false, &h);
 	else if (!rc && !(rc = vfile_kind(ino, &id, &kind)))
 		rc = open_virtual(kind, id.region, fi->flags, &h);
 	if (rc) {
@@ -888,11 +932,16 @@ static int create_key(const char *region, const char *key, size_t klen,
 	return rc;
 }
 
-/* create(): 0 with *ino (one lookup counted) and *h. */
-static int do_create(fuse_ino_t parent, const char *name, mode_t mode,
-		     int flags, fuse_ino_t *ino, struct rfs_handle **h)
+/*
+ * create(): 0 with *ino (one lookup counted) and *h. The inode is a
+ * writer's (inode.c), never the one page-cache readers of the name use.
+ */
+static int do_create(pid_t pid, fuse_ino_t parent, const char *name,
+		     mode_t mode, int flags, fuse_ino_t *ino,
+		     struct rfs_handle **h)
 {
 	struct rfs_ident id;
+	enum rfs_kclass cls;
 	bool created;
 	size_t len;
 	int rc;
@@ -907,14 +956,16 @@ static int do_create(fuse_ino_t parent, const char *name, mode_t mode,
 	if (!rc)
 		rc = create_key(id.region, name, len, flags, &created);
 	if (!rc)
-		rc = rfs_inode_lookup(RFS_I_KEY, id.region, name, len, ino);
+		rc = rfs_inode_lookup_key(id.region, name, len, NULL, pid, true,
+					  ino, &cls);
 	if (rc)
 		return rc;
 	id.kind = RFS_I_KEY;
 	id.gone = false;
+	id.cls = cls;
 	memcpy(id.key, name, len + 1);
 	id.klen = len;
-	rc = open_key(*ino, &id, flags, created, h);
+	rc = open_key(pid, *ino, &id, flags, created, h);
 	if (rc)
 		rfs_inode_forget(*ino, 1);
 	return rc;
@@ -930,7 +981,8 @@ static void rfs_ll_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	int rc;
 
 	memset(&e, 0, sizeof(e));
-	rc = do_create(parent, name, mode, fi->flags, &ino, &h);
+	rc = do_create(fuse_req_ctx(req)->pid, parent, name, mode, fi->flags,
+		       &ino, &h);
 	if (!rc) {
 		rc = do_getattr(ino, &e.attr, &timeout);
 		if (rc) {
@@ -980,8 +1032,8 @@ static void rfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	switch (h ? h->kind : RFS_H_DIR) {
 	case RFS_H_READ:
 		rfs_handle_ref(h);
-		reply_slice(req, region_value_data(h->u.v),
-			    region_value_len(h->u.v), size, off, true);
+		reply_slice(req, region_value_data(h->u.r.v),
+			    region_value_len(h->u.r.v), size, off, true);
 		rfs_handle_unref(h);
 		break;
 	case RFS_H_VIRTUAL:
@@ -991,7 +1043,16 @@ static void rfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		rfs_handle_unref(h);
 		break;
 	case RFS_H_WRITE:
-		/* O_RDWR: the writer reads its own buffer */
+		/*
+		 * O_RDWR: the writer reads its own buffer. The VFS sends READ
+		 * for an O_WRONLY file only for readahead it was asked for
+		 * (posix_fadvise(WILLNEED) checks no read access): refused,
+		 * so no page of a writer's buffer ever gets cached (inode.c).
+		 */
+		if (!h->u.w.readable) {
+			reply_err(req, -EBADF);
+			break;
+		}
 		b = rfs_whandle_snapshot(h);
 		reply_slice(req, b->data, b->len, size, off, true);
 		rfs_wbuf_unref(b);
@@ -1367,7 +1428,11 @@ static void rfs_ll_statfs(fuse_req_t req, fuse_ino_t ino)
 static void rfs_ll_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
-	/* coherence comes from direct_io and zero timeouts (see the top) */
+	/*
+	 * Writes go through write handles with direct I/O into a private
+	 * buffer; a writeback cache would put them into the page cache of
+	 * an immutable inode (see the top).
+	 */
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	rfs_log(RFS_LOG_DEBUG, "FUSE protocol %u.%u, max_write %u",
 		conn->proto_major, conn->proto_minor, conn->max_write);

@@ -109,6 +109,7 @@ struct region_value *region_value_create(const void *data, size_t len)
 	v->data = v->inline_data;
 	v->mtime_ns = 0;
 	v->version = 0;
+	v->tag = 0;
 	if (len)
 		memcpy(v->inline_data, data, len);
 	return v;
@@ -128,6 +129,7 @@ struct region_value *region_value_adopt(void *buf, size_t len)
 	v->data = buf ? buf : v->inline_data;
 	v->mtime_ns = 0;
 	v->version = 0;
+	v->tag = 0;
 	return v;
 }
 
@@ -156,6 +158,16 @@ int64_t region_value_mtime(const struct region_value *v)
 uint64_t region_value_version(const struct region_value *v)
 {
 	return v->version;
+}
+
+void region_value_set_tag(struct region_value *v, uint64_t tag)
+{
+	v->tag = tag;
+}
+
+uint64_t region_value_tag(const struct region_value *v)
+{
+	return v->tag;
 }
 
 struct region_value *region_value_ref(struct region_value *v)

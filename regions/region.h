@@ -101,6 +101,13 @@ void region_value_set_meta(struct region_value *v, int64_t mtime_ns,
 			   uint64_t version);
 int64_t region_value_mtime(const struct region_value *v);
 uint64_t region_value_version(const struct region_value *v);
+/*
+ * One more caller-defined word with the same rules (set before publication,
+ * 0 until set): fs/ stores the serial number of the load that made the
+ * value, which tells two loads of one row version apart.
+ */
+void region_value_set_tag(struct region_value *v, uint64_t tag);
+uint64_t region_value_tag(const struct region_value *v);
 /* Takes one more reference. Returns v. */
 struct region_value *region_value_ref(struct region_value *v);
 /* Drops one reference; frees on the last. Accepts NULL. */

@@ -104,6 +104,7 @@ struct region_value {
 	const unsigned char *data; /* immutable; inline[] or adopted */
 	int64_t mtime_ns;	   /* set before publication, then immutable */
 	uint64_t version;	   /* set before publication, then immutable */
+	uint64_t tag;		   /* set before publication, then immutable */
 	unsigned char inline_data[];
 };
 
