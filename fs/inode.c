@@ -539,9 +539,10 @@ static bool serves_row(const struct inode *n, const struct store_meta *row)
 	return atomic_load(&n->cls) == RFS_K_PAGE && same_row(&n->row, row);
 }
 
-/* A named writable node of the name, if any. Lock held (either mode). */
-static struct inode *find_writable_locked(const char *region, const void *key,
-					  size_t klen)
+/* The first key node of the name for which pred holds. Lock held. */
+static struct inode *find_key_locked(const char *region, const void *key,
+				     size_t klen,
+				     bool (*pred)(const struct inode *n))
 {
 	uint64_t h = name_hash(RFS_I_KEY, region, key, klen);
 	size_t rlen = strlen(region);
@@ -549,29 +550,39 @@ static struct inode *find_writable_locked(const char *region, const void *key,
 
 	for (n = *name_slot(h); n; n = n->name_next)
 		if (node_is(n, h, RFS_I_KEY, region, rlen, key, klen) &&
-		    atomic_load(&n->cls) == RFS_K_WRITE)
+		    pred(n))
 			return n;
 	return NULL;
 }
 
+static bool is_writable(const struct inode *n)
+{
+	return atomic_load(&n->cls) == RFS_K_WRITE;
+}
+
 /*
- * A writer's inode of the name that may become the page-cache inode of
- * the name's row: no page of it can be cached (pristine), no handle has
- * it open, no refused writer's retry is on its way to it. Write lock held.
+ * A writer's inode that may become the page-cache inode of the name's
+ * row: no page of it can be cached (pristine), no handle has it open, no
+ * refused writer's retry is on its way to it. Write lock held.
  */
+static bool is_promotable(const struct inode *n)
+{
+	return is_writable(n) && n->pristine && !n->wanted && !n->nwriters &&
+	       !n->nreaders && !n->writers;
+}
+
+/* A named writable node of the name, if any. Lock held (either mode). */
+static struct inode *find_writable_locked(const char *region, const void *key,
+					  size_t klen)
+{
+	return find_key_locked(region, key, klen, is_writable);
+}
+
+/* A promotable writer's inode of the name, if any. Write lock held. */
 static struct inode *find_promotable_locked(const char *region, const void *key,
 					    size_t klen)
 {
-	uint64_t h = name_hash(RFS_I_KEY, region, key, klen);
-	size_t rlen = strlen(region);
-	struct inode *n;
-
-	for (n = *name_slot(h); n; n = n->name_next)
-		if (node_is(n, h, RFS_I_KEY, region, rlen, key, klen) &&
-		    atomic_load(&n->cls) == RFS_K_WRITE && n->pristine &&
-		    !n->wanted && !n->nwriters && !n->nreaders && !n->writers)
-			return n;
-	return NULL;
+	return find_key_locked(region, key, klen, is_promotable);
 }
 
 /*
