@@ -170,6 +170,7 @@ static struct {
 	struct feed_state s;	      /* feed thread only (set before start) */
 	atomic_uint_fast64_t changes; /* feed_changes */
 	atomic_uint_fast64_t lag_ms;  /* feed_lag_ms */
+	atomic_uint_fast64_t done_ns; /* mono_ns() of the last complete pass */
 } feed;
 
 static uint64_t mono_ns(void)
@@ -184,6 +185,15 @@ void rfs_feed_counters(uint64_t *changes, uint64_t *lag_ms)
 {
 	*changes = atomic_load_explicit(&feed.changes, memory_order_relaxed);
 	*lag_ms = atomic_load_explicit(&feed.lag_ms, memory_order_relaxed);
+}
+
+uint64_t rfs_feed_poll_age_ms(void)
+{
+	uint64_t done = atomic_load_explicit(&feed.done_ns,
+					     memory_order_relaxed);
+	uint64_t now = mono_ns();
+
+	return done && now > done ? (now - done) / 1000000 : 0;
 }
 
 void rfs_feed_listen(rfs_feed_listener fn)
@@ -372,6 +382,7 @@ static bool feed_poll(struct feed_state *s)
 		bulk_progress(s, &b, t0, now);
 	if (b.calls < FEED_BATCH) {
 		s->clean_ns = t0; /* a complete pass */
+		atomic_store_explicit(&feed.done_ns, now, memory_order_relaxed);
 		return false;
 	}
 	bulk_jump(s, now);

@@ -217,6 +217,13 @@ typedef void (*rfs_feed_listener)(const char *region, const void *key,
 void rfs_feed_listen(rfs_feed_listener fn);
 /* feed_changes and feed_lag_ms for struct rfs_counters. */
 void rfs_feed_counters(uint64_t *changes, uint64_t *lag_ms);
+/*
+ * Milliseconds since the feed thread last finished a complete pass (0
+ * before the first): it grows without bound while the feed is stuck or
+ * failing, which feed_lag_ms (it moves only when a change is applied)
+ * cannot show.
+ */
+uint64_t rfs_feed_poll_age_ms(void);
 
 /* ---- daemon.c: counters -------------------------------------------------- */
 

@@ -328,6 +328,7 @@ static void put_counters(struct outbuf *o, const struct rfs_counters *c)
 	put_u64(o, "inodes", c->inodes);
 	put_u64(o, "feed_changes", c->feed_changes);
 	put_u64(o, "feed_lag_ms", c->feed_lag_ms);
+	put_u64(o, "feed_poll_age_ms", c->feed_poll_age_ms);
 	put_u64(o, "config_reloads", c->config_reloads);
 	put_u64(o, "config_failures", c->config_failures);
 }
@@ -649,6 +650,12 @@ static void prom_daemon(struct outbuf *o, const struct rfs_view *v)
 	out_printf(o, "%s %" PRIu64 ".%03" PRIu64 "\n", name,
 		   v->counters.feed_lag_ms / 1000u,
 		   v->counters.feed_lag_ms % 1000u);
+	name = "regionfs_feed_poll_age_seconds";
+	prom_family(o, name, "gauge",
+		    "Time since the change feed last finished a complete poll.");
+	out_printf(o, "%s %" PRIu64 ".%03" PRIu64 "\n", name,
+		   v->counters.feed_poll_age_ms / 1000u,
+		   v->counters.feed_poll_age_ms % 1000u);
 	prom_u64(o, "regionfs_store_commits_total", "counter",
 		 "Write transactions committed.", s->commits);
 	prom_u64(o, "regionfs_store_rows_total", "counter",

@@ -40,6 +40,7 @@ struct rfs_counters {
 	uint64_t inodes;	  /* gauge: inodes the kernel holds */
 	uint64_t feed_changes;	  /* outside changes applied (change feed) */
 	uint64_t feed_lag_ms;	  /* gauge: age of the newest applied change */
+	uint64_t feed_poll_age_ms; /* gauge: since the feed's last full pass */
 	uint64_t config_reloads;  /* successful reloads */
 	uint64_t config_failures; /* refused reloads */
 };
