@@ -8,8 +8,14 @@
  * so that a change committed elsewhere shows through the mount within a
  * bounded delay.
  *
- * One dedicated thread polls store_changes() every FEED_POLL_MS from a
- * cursor kept in memory. The cursor starts at store_changes_head(), taken
+ * One dedicated thread polls store_changes() from a cursor kept in
+ * memory, woken by an inotify watch on the database's directory: any
+ * commit, by anyone, writes the -wal file, so the thread polls right after
+ * it (no sooner than FEED_GAP_MS after its previous poll, so a burst of
+ * commits, ours included, costs one poll), and at least every
+ * FEED_SAFETY_MS in case an event is missed. Without a watch (inotify
+ * unavailable), and while the store fails, it polls every FEED_POLL_MS.
+ * The cursor starts at store_changes_head(), taken
  * when the thread is started: after the store is open and before the
  * session loop serves the first request, so nothing is cached yet and
  * every change the cache could miss comes after the cursor. Changes made
@@ -18,32 +24,28 @@
  * delay bound must not depend on sweeps, reloads or a prune waiting for
  * the writer thread behind an outside writer's lock.
  *
- * The delay: commit -> the next poll (at most FEED_POLL_MS later, plus
- * the timer's slack and scheduling) -> one region_invalidate() per change
- * (0.4-1 us each, feed read included; more when the cores are busy). A
- * read that starts after that loads the new row. A backlog is cut short
- * at FEED_BULK_MS (below), so the delay stays bounded whatever the size
- * of the change. Measured on the 2-core test VM, from the outside
- * writer's exit to the end of the first read through the mount that
- * shows the change (tests/consistency, so it includes the test's own 1 ms
- * polling): 5-9 ms on average, 10-11 ms at most over 5 runs (sqlite3
- * UPDATE of a cached key, 20 rounds; a second mount's writes, 50 each
- * way); the same under ASan, 10-16 ms under TSan. The README states
- * 100 ms.
+ * The delay: commit -> the watch's event (or at most FEED_SAFETY_MS) ->
+ * one region_invalidate() per change (0.4-1 us each, feed read included;
+ * more when the cores are busy). A read that starts after that loads the
+ * new row. A backlog is cut short at FEED_BULK_MS (below), so the delay
+ * stays bounded whatever the size of the change. Measured on the 2-core
+ * test VM, from the outside writer's exit to the end of the first read
+ * through the mount that shows the change (tests/consistency, so it
+ * includes the test's own 1 ms polling): sqlite3 UPDATE of a cached key,
+ * 20 rounds: mean 1.9 ms, max 3.7 ms; a second mount's writes, 50 each
+ * way: mean 1.7 ms, max 2.7 ms. With 10 ms polling and no watch it was
+ * 5-9 ms on average and 10-11 ms at most. The README states 100 ms.
  *
  * Idle cost. store_changes() compares PRAGMA data_version with its last
  * pass and returns without a query when nobody committed, so an idle poll
- * is one timer wakeup and one small SQLite step (a WAL read lock taken
- * and dropped: two fcntl() calls and an fstat()). Measured on the 2-core
- * VM (the thread's schedstat over 20-30 s): 30-75 us of CPU per poll,
- * 0.3% of one core while the machine has other work, 0.55-0.75% when it
- * is completely idle, as every wakeup then runs with cold caches. About
- * half of it is the wakeup itself: a bare 10 ms sleep loop costs 15-38 us
- * per wakeup on this VM; perf shows the context switch on top, then
- * SQLite's read-transaction start. Polling every 20 ms saved less than
- * half (0.37-0.56%: rarer polls run colder). Nothing else is touched on
- * an idle poll (the region table reference is taken on the first
- * change).
+ * is one wakeup and one small SQLite step (a WAL read lock taken and
+ * dropped). Polling every 10 ms cost 0.55-0.75% of a core on an idle VM
+ * (30-75 us per poll, half of it the timer wakeup); with the watch, idle
+ * polls come every FEED_SAFETY_MS: 0.08% of a core at 100 ms (the
+ * thread's schedstat over 20 s on an idle mount), 0.2% at 50 ms, the
+ * safety poll chosen so that a lost event still leaves the stated bound
+ * twice the margin. Nothing else is touched on an
+ * idle poll (the region table reference is taken on the first change).
  *
  * Each change is applied with region_invalidate(..., REGION_ORIGIN_OUTSIDE)
  * in the region of that name in the current table (changes in regions this
@@ -131,14 +133,21 @@
  * the table's shard lock (rfs_table_get()) one at a time, never two.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fs.h"
 
-#define FEED_POLL_MS  10   /* poll interval */
+#define FEED_POLL_MS  10   /* poll interval without a watch, or failing */
+#define FEED_SAFETY_MS 50  /* with a watch: poll at least this often */
+#define FEED_GAP_MS   2    /* with a watch: at most one poll per gap */
 #define FEED_BATCH    4096 /* changes applied per store_changes() call */
 #define FEED_STALE_MS 1000 /* a longer error streak invalidates all */
 #define FEED_BULK_MS  50   /* a longer backlog invalidates all */
@@ -171,7 +180,9 @@ static struct {
 	atomic_uint_fast64_t changes; /* feed_changes */
 	atomic_uint_fast64_t lag_ms;  /* feed_lag_ms */
 	atomic_uint_fast64_t done_ns; /* mono_ns() of the last complete pass */
-} feed;
+	int wfd;		      /* inotify on the database's directory */
+	int wake[2];		      /* rfs_feed_stop() writes to wake[1] */
+} feed = {.wfd = -1, .wake = {-1, -1}};
 
 static uint64_t mono_ns(void)
 {
@@ -406,20 +417,100 @@ static void feed_sleep(uint64_t deadline)
 		;
 }
 
+/*
+ * Watches the database's directory, so a commit by anyone (a write to the
+ * -wal file, or the file replaced) wakes the thread at once. Returns the
+ * inotify fd, or -1: then the thread polls every FEED_POLL_MS.
+ */
+static int watch_db(void)
+{
+	char dir[PATH_MAX];
+	const char *slash = rfs.db_path ? strrchr(rfs.db_path, '/') : NULL;
+	size_t len = slash ? (size_t)(slash - rfs.db_path) : 0;
+	int fd;
+
+	if (!slash || len + 1 >= sizeof(dir))
+		return -1; /* main.c makes it absolute: not reached */
+	memcpy(dir, rfs.db_path, len ? len : 1);
+	dir[len ? len : 1] = '\0';
+	fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (fd >= 0 && inotify_add_watch(fd, dir, IN_MODIFY | IN_CLOSE_WRITE |
+					 IN_MOVED_TO | IN_CREATE) >= 0)
+		return fd;
+	rfs_log(RFS_LOG_WARNING,
+		"change feed: cannot watch %s (%s): polling every %d ms", dir,
+		strerror(errno), FEED_POLL_MS);
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+/* Drains the watch: true if an event named the database or its -wal. */
+static bool db_event(int fd)
+{
+	char buf[4096]
+		__attribute__((aligned(__alignof__(struct inotify_event))));
+	const char *base = strrchr(rfs.db_path, '/') + 1;
+	size_t blen = strlen(base);
+	bool hit = false;
+	ssize_t n;
+
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *ev = (void *)p;
+
+			if (ev->mask & IN_Q_OVERFLOW)
+				hit = true; /* events were lost: poll */
+			else if (ev->len && strncmp(ev->name, base, blen) == 0)
+				hit = true;
+			p += sizeof(*ev) + ev->len;
+		}
+	}
+	return hit;
+}
+
+/*
+ * Waits for the next poll: a database event (but no sooner than
+ * FEED_GAP_MS after the last poll started, so a burst of commits, ours
+ * included, costs one poll), FEED_SAFETY_MS at most, or rfs_feed_stop().
+ * Without a watch, or while the store fails, every FEED_POLL_MS.
+ */
+static void feed_wait(const struct feed_state *s, uint64_t started)
+{
+	struct pollfd pfd[2] = {
+		{.fd = feed.wake[0], .events = POLLIN},
+		{.fd = feed.wfd, .events = POLLIN},
+	};
+	int timeout = feed.wfd < 0 || s->err_since ? FEED_POLL_MS
+						     : FEED_SAFETY_MS;
+	uint64_t gap_end = started + FEED_GAP_MS * 1000000ULL;
+
+	for (;;) {
+		if (poll(pfd, feed.wfd < 0 ? 1 : 2, timeout) <= 0)
+			return; /* the timeout (or EINTR): poll now */
+		if (pfd[0].revents)
+			return; /* stop */
+		if (db_event(feed.wfd))
+			break;
+		/* events of other files in the directory: wait on, a bit less
+		 * exactly (a few ms more at worst) */
+	}
+	if (mono_ns() < gap_end)
+		feed_sleep(gap_end);
+	db_event(feed.wfd); /* what came meanwhile is in this poll */
+}
+
 static void *feed_main(void *arg)
 {
 	struct feed_state *s = &feed.s;
-	uint64_t next = mono_ns();
 
 	(void)arg;
 	while (!atomic_load_explicit(&feed.stop, memory_order_acquire)) {
+		uint64_t started = mono_ns();
+
 		if (feed_poll(s))
 			continue; /* a backlog: the next batch at once */
-		/* every FEED_POLL_MS from start to start; no catching up */
-		next += FEED_POLL_MS * 1000000ULL;
-		if (next < mono_ns())
-			next = mono_ns() + FEED_POLL_MS * 1000000ULL;
-		feed_sleep(next);
+		feed_wait(s, started);
 	}
 	return NULL;
 }
@@ -442,19 +533,35 @@ static void feed_init(void)
 	poll_failed(s, rc, s->clean_ns);
 }
 
+static void close_fds(void)
+{
+	if (feed.wfd >= 0)
+		close(feed.wfd);
+	if (feed.wake[0] >= 0) {
+		close(feed.wake[0]);
+		close(feed.wake[1]);
+	}
+	feed.wfd = feed.wake[0] = feed.wake[1] = -1;
+}
+
 int rfs_feed_start(void)
 {
 	sigset_t all, old;
 	int rc;
 
 	feed_init();
+	if (pipe2(feed.wake, O_CLOEXEC | O_NONBLOCK) < 0)
+		return -errno;
+	feed.wfd = watch_db();
 	/* the signals stay with the session loop's threads */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	rc = pthread_create(&feed.thread, NULL, feed_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc)
+	if (rc) {
+		close_fds();
 		return -rc;
+	}
 	pthread_setname_np(feed.thread, "regionfs-feed"); /* for top -H */
 	feed.running = true;
 	return 0;
@@ -465,6 +572,10 @@ void rfs_feed_stop(void)
 	if (!feed.running)
 		return;
 	atomic_store_explicit(&feed.stop, true, memory_order_release);
-	pthread_join(feed.thread, NULL); /* within one poll interval */
+	if (write(feed.wake[1], "", 1) < 0) {
+		/* full pipe: a wake-up is pending anyway */
+	}
+	pthread_join(feed.thread, NULL); /* after the batch in progress */
 	feed.running = false;
+	close_fds();
 }
