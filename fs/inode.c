@@ -504,6 +504,33 @@ static bool marker_find(pid_t pid, const char *region, const void *key,
 	return found;
 }
 
+/*
+ * Does any thread's marker name n's name? While one does, a refused
+ * writer's retry may still be on its way to a writer inode of the name,
+ * so none of them may be promoted (is_promotable()): one "wanted" flag per
+ * inode cannot count two such retries. Takes the markers' mutex (lock
+ * order: it.lock, then mk.lock).
+ */
+static bool marker_names(const struct inode *n)
+{
+	const char *key = n->name + n->rlen + 1;
+	bool found = false;
+	unsigned i;
+
+	if (!atomic_load(&mk.used))
+		return false;
+	pthread_mutex_lock(&mk.lock);
+	for (i = 0; i < MARKERS && !found; i++) {
+		const struct marker *m = &mk.m[i];
+
+		found = m->used && m->hash == n->hash && m->klen == n->klen &&
+			strcmp(m->region, n->name) == 0 &&
+			memcmp(m->key, key, n->klen) == 0;
+	}
+	pthread_mutex_unlock(&mk.lock);
+	return found;
+}
+
 static void marker_add(pid_t pid, const char *region, const void *key,
 		       size_t klen)
 {
@@ -568,7 +595,7 @@ static bool is_writable(const struct inode *n)
 static bool is_promotable(const struct inode *n)
 {
 	return is_writable(n) && n->pristine && !n->wanted && !n->nwriters &&
-	       !n->nreaders && !n->writers;
+	       !n->nreaders && !n->writers && !marker_names(n);
 }
 
 /* A named writable node of the name, if any. Lock held (either mode). */
