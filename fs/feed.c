@@ -145,12 +145,12 @@
 
 #include "fs.h"
 
-#define FEED_POLL_MS  10   /* poll interval without a watch, or failing */
-#define FEED_SAFETY_MS 50  /* with a watch: poll at least this often */
-#define FEED_GAP_MS   2    /* with a watch: at most one poll per gap */
-#define FEED_BATCH    4096 /* changes applied per store_changes() call */
-#define FEED_STALE_MS 1000 /* a longer error streak invalidates all */
-#define FEED_BULK_MS  50   /* a longer backlog invalidates all */
+#define FEED_POLL_MS   10   /* poll interval without a watch, or failing */
+#define FEED_SAFETY_MS 50   /* with a watch: poll at least this often */
+#define FEED_GAP_MS    2    /* with a watch: at most one poll per gap */
+#define FEED_BATCH     4096 /* changes applied per store_changes() call */
+#define FEED_STALE_MS  1000 /* a longer error streak invalidates all */
+#define FEED_BULK_MS   50   /* a longer backlog invalidates all */
 
 /* The feed thread's own state. */
 struct feed_state {
@@ -200,8 +200,8 @@ void rfs_feed_counters(uint64_t *changes, uint64_t *lag_ms)
 
 uint64_t rfs_feed_poll_age_ms(void)
 {
-	uint64_t done = atomic_load_explicit(&feed.done_ns,
-					     memory_order_relaxed);
+	uint64_t done =
+		atomic_load_explicit(&feed.done_ns, memory_order_relaxed);
 	uint64_t now = mono_ns();
 
 	return done && now > done ? (now - done) / 1000000 : 0;
@@ -434,8 +434,9 @@ static int watch_db(void)
 	memcpy(dir, rfs.db_path, len ? len : 1);
 	dir[len ? len : 1] = '\0';
 	fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (fd >= 0 && inotify_add_watch(fd, dir, IN_MODIFY | IN_CLOSE_WRITE |
-					 IN_MOVED_TO | IN_CREATE) >= 0)
+	if (fd >= 0 && inotify_add_watch(fd, dir,
+					 IN_MODIFY | IN_CLOSE_WRITE |
+						 IN_MOVED_TO | IN_CREATE) >= 0)
 		return fd;
 	rfs_log(RFS_LOG_WARNING,
 		"change feed: cannot watch %s (%s): polling every %d ms", dir,
@@ -481,19 +482,26 @@ static void feed_wait(const struct feed_state *s, uint64_t started)
 		{.fd = feed.wake[0], .events = POLLIN},
 		{.fd = feed.wfd, .events = POLLIN},
 	};
-	int timeout = feed.wfd < 0 || s->err_since ? FEED_POLL_MS
-						     : FEED_SAFETY_MS;
+	int period =
+		feed.wfd < 0 || s->err_since ? FEED_POLL_MS : FEED_SAFETY_MS;
+	uint64_t deadline = started + (uint64_t)period * 1000000ULL;
 	uint64_t gap_end = started + FEED_GAP_MS * 1000000ULL;
 
 	for (;;) {
+		uint64_t now = mono_ns();
+		int timeout =
+			now < deadline
+				? (int)((deadline - now + 999999) / 1000000)
+				: 0;
+
 		if (poll(pfd, feed.wfd < 0 ? 1 : 2, timeout) <= 0)
-			return; /* the timeout (or EINTR): poll now */
+			return; /* the deadline (or EINTR): poll now */
 		if (pfd[0].revents)
 			return; /* stop */
 		if (db_event(feed.wfd))
 			break;
-		/* events of other files in the directory: wait on, a bit less
-		 * exactly (a few ms more at worst) */
+		/* events of other files in the directory: wait on, to the
+		 * same deadline, so their churn never delays a poll */
 	}
 	if (mono_ns() < gap_end)
 		feed_sleep(gap_end);
