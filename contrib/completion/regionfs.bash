@@ -1,0 +1,51 @@
+# bash completion for regionfs(8): options, the keys of -o (config= completes
+# files), --check-config FILE, then SOURCE (a file) and MOUNTPOINT (a
+# directory). Installed as .../bash-completion/completions/regionfs.
+# shellcheck disable=SC2207 # compgen output is words, the usual idiom
+_regionfs()
+{
+	local cur prev words cword
+	_init_completion -n = || return
+
+	local okeys='config= uid= gid= allow_other allow_root default_permissions
+		auto_unmount clone_fd max_threads= max_idle_threads= debug ro rw
+		nosuid nodev noexec noatime'
+	case $prev in
+	--check-config)
+		_filedir ini
+		return
+		;;
+	-o)
+		case $cur in
+		*,config=* | config=*)
+			cur=${cur##*config=}
+			_filedir ini
+			return
+			;;
+		esac
+		local pre=
+		[[ $cur == *,* ]] && pre=${cur%,*},
+		compopt -o nospace
+		COMPREPLY=($(compgen -P "$pre" -W "$okeys" -- "${cur##*,}"))
+		return
+		;;
+	esac
+	if [[ $cur == -* ]]; then
+		COMPREPLY=($(compgen -W '-o -f -d -s -h -V --help --version
+			--check-config' -- "$cur"))
+		return
+	fi
+	local i nargs=0
+	for ((i = 1; i < cword; i++)); do
+		case ${words[i]} in
+		-o | --check-config) ((i++)) ;;
+		-*) ;;
+		*) ((nargs++)) ;;
+		esac
+	done
+	if ((nargs == 0)); then
+		_filedir
+	else
+		_filedir -d
+	fi
+} && complete -F _regionfs regionfs
