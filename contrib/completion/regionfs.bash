@@ -18,8 +18,12 @@ _regionfs()
 	-o)
 		case $cur in
 		*,config=* | config=*)
+			local pre=${cur%config=*}config= i
 			cur=${cur##*config=}
 			_filedir ini
+			for i in "${!COMPREPLY[@]}"; do
+				COMPREPLY[i]=$pre${COMPREPLY[i]}
+			done
 			return
 			;;
 		esac
