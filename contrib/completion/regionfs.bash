@@ -1,6 +1,7 @@
 # bash completion for regionfs(8): options, the keys of -o (config= completes
 # files), --check-config FILE, then SOURCE (a file) and MOUNTPOINT (a
-# directory). Installed as .../bash-completion/completions/regionfs.
+# directory); and regionfs-stat (below). Installed as
+# .../bash-completion/completions/regionfs, with regionfs-stat a link to it.
 # shellcheck disable=SC2207 # compgen output is words, the usual idiom
 _regionfs()
 {
@@ -53,3 +54,32 @@ _regionfs()
 		_filedir -d
 	fi
 } && complete -F _regionfs regionfs
+
+# regionfs-stat [-i SECONDS] [-c COUNT] [-r REGION]... [MOUNTPOINT]: -r
+# completes the region names of the configuration ("name R" lines of
+# regionfs --check-config; $REGIONFS_CONFIG, else /etc/regionfs/regions.ini).
+_regionfs_stat()
+{
+	local cur prev words cword
+	_init_completion || return
+
+	case $prev in
+	-r | --region)
+		local names
+		names=$(regionfs --check-config \
+			"${REGIONFS_CONFIG:-/etc/regionfs/regions.ini}" 2>/dev/null |
+			awk '$1 == "name" { print $2 }')
+		COMPREPLY=($(compgen -W "$names" -- "$cur"))
+		return
+		;;
+	-i | --interval | -c | --count)
+		return
+		;;
+	esac
+	if [[ $cur == -* ]]; then
+		COMPREPLY=($(compgen -W '-i -c -r -h --interval --count --region
+			--help' -- "$cur"))
+		return
+	fi
+	_filedir -d
+} && complete -F _regionfs_stat regionfs-stat

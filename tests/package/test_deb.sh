@@ -220,6 +220,13 @@ comp=$(bash -c '. /usr/share/bash-completion/bash_completion
 	_regionfs 2>/dev/null; echo "${COMPREPLY[*]}"' 2>&1)
 check "bash completion: 'regionfs -o allow_other,con' -> '$comp'" \
 	test "$comp" = "allow_other,config="
+comp=$(bash -c '. /usr/share/bash-completion/bash_completion
+	. /usr/share/bash-completion/completions/regionfs-stat
+	COMP_WORDS=(regionfs-stat -r ""); COMP_CWORD=2
+	COMP_LINE="regionfs-stat -r "; COMP_POINT=${#COMP_LINE}
+	_regionfs_stat 2>/dev/null; echo "${COMPREPLY[*]}"' 2>&1)
+check "bash completion: 'regionfs-stat -r ' -> '$comp' (regions.ini's regions)" \
+	test "$comp" = "options sessions blobs"
 
 # 8. Purge: nothing of the package stays.
 if apt-get purge -y -q regionfs >"$TMP/purge.log" 2>&1; then
