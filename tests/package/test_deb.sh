@@ -32,6 +32,7 @@ check() { # check DESCRIPTION COMMAND...
 	if "$@"; then ok "$what"; else fail "$what"; fi
 }
 finish() {
+	echo "# ${SECONDS}s in all"
 	echo "package: $((n - fails)) passed, $fails failed"
 	[ "$fails" = 0 ]
 	exit
@@ -90,11 +91,16 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 
 # 1. Build-depends and tools.
-apt-get update -q >"$TMP/apt.log" 2>&1
-if apt-get build-dep -y -q "$ROOT" >>"$TMP/apt.log" 2>&1 &&
-	apt-get install -y -q --no-install-recommends dpkg-dev lintian \
-		bash-completion file >>"$TMP/apt.log" 2>&1; then
-	ok "build-depends installed (apt-get build-dep)"
+# apt-get update only when the lists do not have them (CI's install step
+# has just updated them).
+deps() {
+	apt-get build-dep -y -q "$ROOT" &&
+		apt-get install -y -q --no-install-recommends dpkg-dev lintian \
+			bash-completion file
+}
+if deps >"$TMP/apt.log" 2>&1 ||
+	{ apt-get update -q && deps; } >>"$TMP/apt.log" 2>&1; then
+	ok "build-depends installed (apt-get build-dep) (${SECONDS}s)"
 else
 	fail "apt-get build-dep / install (see below)"
 	tail -20 "$TMP/apt.log"
@@ -109,7 +115,7 @@ mkdir -p "$TMP/src/regionfs" "$MNT" "$MNT"2
 rm -rf "$TMP/src/regionfs/.git" "$TMP/src/regionfs"/build*
 if (cd "$TMP/src/regionfs" && dpkg-buildpackage -b -uc -us) \
 	>"$TMP/build.log" 2>&1; then
-	ok "dpkg-buildpackage -b -uc -us"
+	ok "dpkg-buildpackage -b -uc -us (${SECONDS}s)"
 else
 	fail "dpkg-buildpackage -b -uc -us:"
 	tail -30 "$TMP/build.log"
@@ -120,7 +126,7 @@ CHANGES=$(ls "$TMP"/src/regionfs_*.changes)
 
 # 3. lintian: no errors (warnings are shown, not fatal).
 if lintian --fail-on error "$CHANGES" >"$TMP/lintian.log" 2>&1; then
-	ok "lintian: no errors ($(grep -c '^W:' "$TMP/lintian.log") warnings)"
+	ok "lintian: no errors ($(grep -c '^W:' "$TMP/lintian.log") warnings) (${SECONDS}s)"
 else
 	fail "lintian reports errors:"
 fi
@@ -129,7 +135,7 @@ grep -E '^[EW]:' "$TMP/lintian.log" | sed 's/^/    /'
 # 4. Install.
 if apt-get install -y -q "$DEB" >"$TMP/install.log" 2>&1; then
 	installed=true
-	ok "apt-get install ./$(basename "$DEB")"
+	ok "apt-get install ./$(basename "$DEB") (${SECONDS}s)"
 else
 	installed=true # a half-installed package is purged too
 	fail "apt-get install:"
