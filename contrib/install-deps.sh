@@ -9,5 +9,5 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends \
 	ca-certificates gcc libc6-dev pkg-config meson ninja-build \
-	libfuse3-dev fuse3 libsqlite3-dev sqlite3 libinih-dev libcmocka-dev \
+	libfuse3-dev fuse3 libsqlite3-dev sqlite3 libinih-dev libcmocka-dev scdoc \
 	xz-utils "$@"

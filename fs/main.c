@@ -181,8 +181,14 @@ static int parse_args(struct fuse_args *args, struct main_opts *o,
 {
 	if (fuse_opt_parse(args, o, main_optspec, opt_proc) < 0)
 		return -1;
-	if (o->source && add_names(args, o->source) < 0)
-		return -1;
+	if (o->source) { /* fsname: the absolute path, as mount(8) shows it */
+		char *abs = abs_path(o->source);
+		int rc = abs ? add_names(args, abs) : -1;
+
+		free(abs);
+		if (rc < 0)
+			return -1;
+	}
 	if (fuse_parse_cmdline(args, cmd) < 0)
 		return -1;
 	if (cmd->show_help) {
