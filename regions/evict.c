@@ -67,7 +67,7 @@
 
 /* ---- LRU ------------------------------------------------------------- */
 
-static bool lru_access(struct stripe *s, struct entry *e)
+bool region__abuf_access(struct stripe *s, struct entry *e)
 {
 	uint64_t i;
 
@@ -405,7 +405,7 @@ static void s3_reset_locked(struct stripe *s)
 
 static const struct region_evict_ops lru_ops = {
 	.name = "lru",
-	.access = lru_access,
+	.access = region__abuf_access,
 	.drain_locked = lru_drain_locked,
 	.insert_locked = lru_insert_locked,
 	.touch_locked = lru_touch_locked,
@@ -432,6 +432,8 @@ const struct region_evict_ops *region__evict_ops(enum region_strategy s)
 		return &lru_ops;
 	case REGION_STRATEGY_S3FIFO:
 		return &s3fifo_ops;
+	case REGION_STRATEGY_TINYLFU:
+		return &region__tinylfu_ops;
 	}
 	return NULL;
 }

@@ -35,6 +35,7 @@ struct region_flight; /* opaque; one load in the air */
 enum region_strategy {
 	REGION_STRATEGY_LRU = 0, /* exact LRU per stripe, batched recording */
 	REGION_STRATEGY_S3FIFO,	 /* small/main FIFO queues + ghost (S3-FIFO) */
+	REGION_STRATEGY_TINYLFU, /* adaptive W-TinyLFU (window + SLRU + sketch) */
 };
 
 /* Where an invalidation came from; counted separately in the stats. */
