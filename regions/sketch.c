@@ -83,6 +83,21 @@ void region__sketch_release(struct region_sketch *k)
 
 /* The block and the second hash that picks the four counters. The
  * stripe's hash has its top bits fixed (they picked the stripe), so mix. */
+#ifdef SKETCH_SPREAD
+static const uint64_t seeds[4] = {0xc3a5c85c97cb3127ull, 0xb492b66fbe98f273ull,
+				  0x9ae16a3b2f90404full, 0xcbf29ce484222325ull};
+static inline uint64_t *word_of(const struct region_sketch *k, uint64_t hash,
+				unsigned i, unsigned *shift)
+{
+	uint64_t b = region__mum(hash, 0x9e3779b97f4a7c15ull);
+	uint64_t w = region__mum(b, seeds[i]);
+	uint64_t nw = (k->block_mask + 1) * 8;
+
+	*shift = (((unsigned)(b & 3) << 2) + i) * 4;
+	return &k->table[w & (nw - 1)];
+}
+#endif
+
 static inline uint64_t *block_of(const struct region_sketch *k, uint64_t hash,
 				 uint64_t *ch)
 {
@@ -110,6 +125,15 @@ unsigned region__sketch_frequency(const struct region_sketch *k,
 
 	if (!k->table)
 		return 0;
+#ifdef SKETCH_SPREAD
+	(void)w; (void)ch; (void)blk;
+	for (i = 0; i < 4; i++) {
+		unsigned c = (unsigned)(*word_of(k, hash, i, &sh) >> sh) & 15;
+		if (c < f)
+			f = c;
+	}
+	return f;
+#endif
 	blk = block_of(k, hash, &ch);
 	for (i = 0; i < 4; i++) {
 		unsigned c;
@@ -130,6 +154,19 @@ void region__sketch_increment(struct region_sketch *k, uint64_t hash)
 
 	if (!k->table)
 		return;
+#ifdef SKETCH_SPREAD
+	(void)w; (void)ch; (void)blk;
+	for (i = 0; i < 4; i++) {
+		uint64_t *p = word_of(k, hash, i, &sh);
+		if (((*p >> sh) & 15) != 15) {
+			*p += (uint64_t)1 << sh;
+			added = true;
+		}
+	}
+	if (added && ++k->additions >= k->sample)
+		region__sketch_reset(k);
+	return;
+#endif
 	blk = block_of(k, hash, &ch);
 	for (i = 0; i < 4; i++) {
 		counter_at(ch, i, &w, &sh);

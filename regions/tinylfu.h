@@ -38,6 +38,20 @@ void region__sketch_increment(struct region_sketch *k, uint64_t hash);
 void region__sketch_reset(struct region_sketch *k);
 
 /*
+ * A "ghost": a two-generation Bloom filter of key hashes recently evicted
+ * one way (tinylfu.c). Remembers between gen_cap and 2 x gen_cap of the
+ * latest additions; the older generation is cleared and reused when the
+ * newer one is full. 4 bits per remembered key and generation, 3 probes.
+ */
+struct region_ghostbf {
+	uint64_t *words;     /* 2 generations of gen_words each, or NULL */
+	uint64_t gen_words;  /* power of two */
+	uint64_t gen_cap;    /* additions per generation */
+	uint64_t n[2];	     /* additions per generation */
+	unsigned cur;	     /* the generation being filled */
+};
+
+/*
  * Per-stripe W-TinyLFU state (tinylfu.c). Entries sit in one of three LRU
  * lists, newest at the head, and entry.queue says which. Sizes are kept
  * in both dimensions (entries, bytes) because a stripe may be bounded by
@@ -51,12 +65,10 @@ struct region_tlfu {
 	uint64_t prob_n, prob_b;		 /* probation */
 	uint64_t prot_n, prot_b;		 /* protected */
 	struct region_sketch sketch;
+	struct region_ghostbf gwin;  /* keys the window stage let go */
+	struct region_ghostbf gmain; /* keys main let go */
 	double wshare;	     /* window target, share of the quota 0..1 */
-	double step;	     /* hill climber: next move of wshare, signed */
-	double prev_rate;    /* hit rate of the previous sample */
-	uint64_t s_hits;     /* this sample's hits */
-	uint64_t s_misses;   /* this sample's misses (inserts) */
-	uint64_t climbs;     /* samples judged: a counter */
+	uint64_t adapts;     /* moves of wshare: a counter */
 	uint32_t rng;	     /* xorshift state for the hash-flooding guard */
 };
 
