@@ -80,6 +80,10 @@ struct region_stats {
 	uint64_t bytes;			/* gauge: key + value bytes */
 	uint64_t flights;		/* gauge: loads in the air */
 	unsigned nstripes;		/* effective stripe count */
+	/* strategy tinylfu only (0 otherwise): */
+	double window_share;	/* admission window's target share of the
+				   quota, mean over stripes, 0..1 (adapts) */
+	uint64_t sketch_resets; /* frequency sketch halvings (aging) */
 };
 
 /* ---- values ---------------------------------------------------------- */
