@@ -398,9 +398,10 @@ static void bench(struct trace *t, const struct run *runs, size_t nruns,
 	for (i = 0; i < nruns; i++) {
 		char label[64];
 
-		snprintf(label, sizeof(label), "%s%s%s, %u stripes",
-			 runs[i].dflt ? "default=" : "",
-			 config_strategy_name(runs[i].strategy), "",
+		snprintf(label, sizeof(label), "%s%s, %u stripes",
+			 strcmp(runs[i].policy, "default") == 0 ? "default="
+								 : "",
+			 config_strategy_name(runs[i].strategy),
 			 runs[i].nstripes);
 		printf("  %-24s", label);
 		for (p = 0; p < npcts; p++) {
