@@ -74,7 +74,7 @@
  *
  * Memory: per entry one byte (entry.queue, shared with S3-FIFO) plus the
  * sketch, sized from the entries actually held (up to the entry quota):
- * 8..16 bytes per entry, plus the two ghost filters, about 0.5 byte per
+ * 4..8 bytes per entry, plus the two ghost filters, about 1 byte per
  * entry. No per-key ghost nodes.
  */
 #include <errno.h>

@@ -26,8 +26,8 @@ struct region_sketch {
 };
 
 /* Sizes (or resizes, forgetting history) for capacity entries: one word
- * per entry rounded to a power of two, at least one block. 0 or -ENOMEM
- * (the old table stays). */
+ * per entry rounded to a power of two (half that from 4,096 words), at
+ * least one block. 0 or -ENOMEM (the old table stays). */
 int region__sketch_size(struct region_sketch *k, uint64_t capacity);
 void region__sketch_release(struct region_sketch *k);
 /* The estimated count of hash, 0..15. */
