@@ -65,7 +65,7 @@ static const struct {
 };
 
 struct run {
-	const char *policy; /* name as given */
+	char policy[16]; /* name as given (-p) */
 	bool dflt;
 	enum region_strategy strategy;
 	unsigned nstripes;
@@ -548,7 +548,7 @@ int main(int argc, char **argv)
 		}
 		for (j = 0; j < nstripes && nruns < MAX_RUNS; j++) {
 			ru.nstripes = stripes[j];
-			ru.policy = tok;
+			snprintf(ru.policy, sizeof(ru.policy), "%s", tok);
 			runs[nruns] = ru;
 			/* "default" means default stripes too */
 			runs[nruns++].dflt =
