@@ -24,6 +24,7 @@
  *   miss_<trace>_<pct>pct      the default policy, default stripes
  *   lru_<trace>_<pct>pct       exact LRU
  *   <policy>_s<N>_<trace>_<pct>pct   every policy and stripe count run
+ * and, for tinylfu, the adapted window share at the end of each replay.
  * Asserts nothing.
  */
 #include <errno.h>
@@ -281,7 +282,7 @@ static double exact_lru(const struct trace *t, size_t cap)
 /* Replays t on a fresh region; returns the miss ratio, or -1. */
 static double replay(const struct trace *t, const struct run *ru,
 		     uint64_t entries, unsigned width, unsigned *eff_stripes,
-		     double *mops)
+		     double *wshare, double *mops)
 {
 	struct region_limits lim = {
 		.max_entries = entries,
@@ -333,6 +334,7 @@ static double replay(const struct trace *t, const struct run *ru,
 	*mops = (double)t->n / (now_s() - t0) / 1e6;
 	region_stats(r, &st);
 	*eff_stripes = st.nstripes;
+	*wshare = st.window_share;
 	region_unref(r);
 	region_value_unref(trivial);
 	return (double)misses / (double)t->n;
@@ -371,6 +373,7 @@ static void bench(struct trace *t, const struct run *runs, size_t nruns,
 		  const double *pcts, size_t npcts, unsigned width)
 {
 	double mr[MAX_RUNS][MAX_SIZES], lru[MAX_SIZES];
+	double wsh[MAX_RUNS][MAX_SIZES];
 	unsigned eff[MAX_RUNS][MAX_SIZES];
 	size_t i, p;
 	char tag[32];
@@ -410,7 +413,7 @@ static void bench(struct trace *t, const struct run *runs, size_t nruns,
 			double mops;
 
 			mr[i][p] = replay(t, &runs[i], cap ? cap : 1, width,
-					  &eff[i][p], &mops);
+					  &eff[i][p], &wsh[i][p], &mops);
 			printf(" %8.4f(%3u)", mr[i][p], eff[i][p]);
 			fflush(stdout);
 		}
@@ -441,6 +444,15 @@ static void bench(struct trace *t, const struct run *runs, size_t nruns,
 		}
 	}
 	printf("  (n) = effective stripes\n");
+	for (i = 0; i < nruns; i++) {
+		if (runs[i].strategy != REGION_STRATEGY_TINYLFU)
+			continue;
+		printf("  window share at the end, tinylfu %2u stripes",
+		       runs[i].nstripes);
+		for (p = 0; p < npcts; p++)
+			printf(" %6.3f", wsh[i][p]);
+		printf("\n");
+	}
 	for (p = 0; p < npcts; p++) {
 		pct_tag(pcts[p], tag, sizeof(tag));
 		for (i = 0; i < nruns; i++) {
