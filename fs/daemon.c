@@ -101,6 +101,9 @@ static struct shard shards[TABLE_SHARDS] = {
 	[0 ... TABLE_SHARDS - 1] = {.l = PTHREAD_RWLOCK_INITIALIZER},
 };
 static struct rfs_table *cur_table; /* L: shards (all to write) */
+/* writes hold it shared from E1 to E2; a swap exclusively (commit.c) */
+static pthread_rwlock_t swap_gate =
+	PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 static struct counter_slot counters[COUNTER_SLOTS];
 
 static struct {
@@ -179,7 +182,7 @@ void rfs_counters_sum(struct rfs_counters *out)
 
 /* ---- regions and tables -------------------------------------------------- */
 
-void rfs_region_put(struct rfs_region *rr)
+void rfs_region_unref(struct rfs_region *rr)
 {
 	if (!rr || atomic_fetch_sub(&rr->refs, 1) != 1)
 		return;
@@ -203,14 +206,14 @@ static struct rfs_region *wrap_region(struct region *r,
 	return rr;
 }
 
-void rfs_table_put(struct rfs_table *t)
+void rfs_table_unref(struct rfs_table *t)
 {
 	size_t i;
 
 	if (!t || atomic_fetch_sub(&t->refs, 1) != 1)
 		return;
 	for (i = 0; i < t->n; i++)
-		rfs_region_put(t->v[i]);
+		rfs_region_unref(t->v[i]);
 	free(t->v);
 	free(t->byname);
 	free(t);
@@ -257,7 +260,7 @@ long rfs_table_index(const struct rfs_table *t, const char *name)
 	return -1;
 }
 
-struct rfs_region *rfs_region_get(const char *name)
+struct rfs_region *rfs_region_ref(const char *name)
 {
 	struct shard *s = &shards[rfs_thread_slot(TABLE_SHARDS)];
 	struct rfs_region *rr;
@@ -292,7 +295,7 @@ size_t rfs_region_count(void)
 	return n;
 }
 
-struct rfs_table *rfs_table_get(void)
+struct rfs_table *rfs_table_ref(void)
 {
 	struct shard *s = &shards[rfs_thread_slot(TABLE_SHARDS)];
 	struct rfs_table *t;
@@ -304,18 +307,33 @@ struct rfs_table *rfs_table_get(void)
 	return t;
 }
 
-/* Installs t as the current table; returns the old one (its reference). */
+void rfs_swap_gate_enter(void)
+{
+	pthread_rwlock_rdlock(&swap_gate);
+}
+
+void rfs_swap_gate_leave(void)
+{
+	pthread_rwlock_unlock(&swap_gate);
+}
+
+/*
+ * Installs t as the current table; returns the old one (its reference).
+ * Waits for the writes between E1 and E2 (the swap gate).
+ */
 static struct rfs_table *table_swap(struct rfs_table *t)
 {
 	struct rfs_table *old;
 	int i;
 
+	pthread_rwlock_wrlock(&swap_gate);
 	for (i = 0; i < TABLE_SHARDS; i++)
 		pthread_rwlock_wrlock(&shards[i].l);
 	old = cur_table;
 	cur_table = t;
 	for (i = TABLE_SHARDS - 1; i >= 0; i--)
 		pthread_rwlock_unlock(&shards[i].l);
+	pthread_rwlock_unlock(&swap_gate);
 	return old;
 }
 
@@ -329,7 +347,7 @@ static struct rfs_table *table_alloc(size_t n)
 	t->v = calloc(n ? n : 1, sizeof(*t->v));
 	t->byname = calloc(n ? n : 1, sizeof(*t->byname));
 	if (!t->v || !t->byname) {
-		rfs_table_put(t);
+		rfs_table_unref(t);
 		return NULL;
 	}
 	return t;
@@ -412,7 +430,7 @@ out:
 	if (rc && applied)
 		undo_limits(c, old, applied);
 	free(applied);
-	rfs_table_put(t);
+	rfs_table_unref(t);
 	return rc;
 }
 
@@ -441,7 +459,7 @@ int rfs_daemon_init(const struct config *c)
 
 void rfs_daemon_fini(void)
 {
-	rfs_table_put(table_swap(NULL));
+	rfs_table_unref(table_swap(NULL));
 }
 
 /* ---- reload -------------------------------------------------------------- */
@@ -508,7 +526,7 @@ int rfs_reload(void)
 	}
 	rfs_log(RFS_LOG_NOTICE, "reloaded %s: generation %llu, %zu regions",
 		rfs.config_path, (unsigned long long)gen, c->nregions);
-	rfs_table_put(old);
+	rfs_table_unref(old);
 	config_free(c);
 	return 0;
 }
@@ -522,7 +540,7 @@ int rfs_view_build(struct rfs_view_hold *h)
 
 	memset(h, 0, sizeof(*h));
 	pthread_mutex_lock(&rfs.cfg_lock);
-	h->t = rfs_table_get();
+	h->t = rfs_table_ref();
 	v->generation = rfs.generation;
 	v->loaded_at = rfs.loaded_at;
 	v->last_result = rfs.last_ok ? "ok" : "error";
@@ -554,7 +572,7 @@ void rfs_view_release(struct rfs_view_hold *h)
 {
 	free(h->rv);
 	h->rv = NULL;
-	rfs_table_put(h->t);
+	rfs_table_unref(h->t);
 	h->t = NULL;
 }
 
@@ -645,12 +663,12 @@ static void handle_exit(bool *exiting)
 
 static void sweep_all(void)
 {
-	struct rfs_table *t = rfs_table_get();
+	struct rfs_table *t = rfs_table_ref();
 	size_t i;
 
 	for (i = 0; i < t->n; i++)
 		region_sweep(t->v[i]->r, SWEEP_BUDGET);
-	rfs_table_put(t);
+	rfs_table_unref(t);
 }
 
 /* Watches regions.ini's directory. Returns the inotify fd or -1. */

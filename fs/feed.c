@@ -130,7 +130,7 @@
  * the feed thread; stop is an atomic flag the thread checks after every
  * poll and batch; the counters are relaxed atomics with one writer (the
  * thread). The thread takes engine stripe locks (inside region_*()) and
- * the table's shard lock (rfs_table_get()) one at a time, never two.
+ * the table's shard lock (rfs_table_ref()) one at a time, never two.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -232,10 +232,10 @@ static void invalidate_all(struct rfs_table *t)
 /* Invalidates every region of the current table. */
 static void invalidate_everything(void)
 {
-	struct rfs_table *t = rfs_table_get();
+	struct rfs_table *t = rfs_table_ref();
 
 	invalidate_all(t);
-	rfs_table_put(t);
+	rfs_table_unref(t);
 }
 
 /*
@@ -250,7 +250,7 @@ static int apply_change(void *ctx, const char *region, const void *key,
 	struct rfs_region *rr;
 
 	if (!b->t)
-		b->t = rfs_table_get();
+		b->t = rfs_table_ref();
 	if (!key) {
 		invalidate_all(b->t);
 		b->applied++;
@@ -381,7 +381,7 @@ static bool feed_poll(struct feed_state *s)
 		rc = store_changes(rfs.st, &s->cursor, apply_change, &b);
 	now = mono_ns();
 	if (b.t)
-		rfs_table_put(b.t);
+		rfs_table_unref(b.t);
 	count_applied(s, b.applied, now);
 	if (rc < 0) {
 		poll_failed(s, rc, t0);

@@ -107,15 +107,22 @@ struct rfs_table {
 };
 
 /* The region called name, with a reference, or NULL. Never blocks long. */
-struct rfs_region *rfs_region_get(const char *name);
+struct rfs_region *rfs_region_ref(const char *name);
 /* Is there a region called name? Takes no reference (no shared write). */
 bool rfs_region_exists(const char *name);
 /* How many regions there are now. */
 size_t rfs_region_count(void);
-void rfs_region_put(struct rfs_region *rr);
+void rfs_region_unref(struct rfs_region *rr);
 /* The current table, with a reference. */
-struct rfs_table *rfs_table_get(void);
-void rfs_table_put(struct rfs_table *t);
+struct rfs_table *rfs_table_ref(void);
+void rfs_table_unref(struct rfs_table *t);
+/*
+ * The swap gate: a write holds it (shared) from its E1 to its E2, so that
+ * a reload never swaps the region table in between (commit.c). Not
+ * recursive: take it once.
+ */
+void rfs_swap_gate_enter(void);
+void rfs_swap_gate_leave(void);
 /* Index of name in t->v, or -1. */
 long rfs_table_index(const struct rfs_table *t, const char *name);
 /* The region of t called name, or NULL; no reference (t holds one). */
@@ -548,17 +555,6 @@ extern unsigned rfs_test_load_delay_us;
 #endif
 
 /*
- * Commits one value through the write path: E1 (invalidate), store_put,
- * E2 (invalidate again) on the region currently called region. 0 or
- * -errno; *meta (may be NULL) gets the committed row's metadata.
- */
-int rfs_commit_value(const char *region, const char *key, size_t klen,
-		     const void *data, size_t len, unsigned flags,
-		     struct store_meta *meta);
-/* Invalidates key in the region currently called region (E1/E2). */
-void rfs_invalidate(const char *region, const void *key, size_t klen);
-
-/*
  * Opens key inode id for reading: the value of the key through the cache,
  * kept in the kernel's page cache if inode.c allows it. 0 with *out, or
  * -errno.
@@ -571,11 +567,14 @@ int rfs_rhandle_open(struct rfs_region *rr, fuse_ino_t ino,
  * clean when created (create() committed the empty value already).
  * Takes its own reference on rr. The inode becomes a writer's
  * (rfs_inode_open_write(), for pid): -ESTALE when page-cache readers have
- * it open. -ENOENT if the key does not exist.
+ * it open, and when the inode is gone (unlinked or replaced: the kernel
+ * walks the path again). -ENOENT if the key does not exist. The inode's
+ * name is locked (commit.c) for the fill, unless locked says the caller
+ * holds it (create(); then key is the name).
  */
 int rfs_whandle_open(struct rfs_region *rr, fuse_ino_t ino, pid_t pid,
 		     const char *key, size_t klen, int flags, bool created,
-		     struct rfs_handle **out);
+		     bool locked, struct rfs_handle **out);
 /* write(): 0 with *written, -EFBIG, -ENOMEM. */
 int rfs_whandle_write(struct rfs_handle *h, const char *data, size_t size,
 		      off_t off);
@@ -590,5 +589,63 @@ void rfs_wbuf_unref(struct rfs_wbuf *b);
  * flush retries.
  */
 int rfs_whandle_commit(struct rfs_handle *h, bool durable);
+
+/* ---- commit.c: the write protocol and the order of changes of a name --- */
+
+/* Name locks held: one or two stripes (commit.c explains). */
+struct rfs_names {
+	unsigned s[2];
+	unsigned n;
+};
+
+/*
+ * Locks the name (region, key): exclusive for a change of the name,
+ * shared to use it (a commit, a write open, a LOOKUP). Not recursive.
+ */
+void rfs_names_lock(struct rfs_names *l, const char *region, const void *key,
+		    size_t klen, bool excl);
+void rfs_names_unlock(struct rfs_names *l);
+/*
+ * Locks the name inode ino has, and copies what it names into *id; the
+ * name (and whether it is gone) cannot change until the unlock. -ENOENT
+ * (nothing locked) for an unknown number.
+ */
+int rfs_names_lock_ino(struct rfs_names *l, fuse_ino_t ino, bool excl,
+		       struct rfs_ident *id);
+
+/*
+ * A write handle's commit of data to the name its inode ino has now: E1,
+ * store_put, E2. 0 without storing anything if the inode is gone
+ * (unlinked or replaced while open). flags: STORE_*. 0 or -errno.
+ */
+int rfs_commit_handle(fuse_ino_t ino, const void *data, size_t len,
+		      unsigned flags);
+/*
+ * create(): makes sure the key exists, committing an empty value if it
+ * does not (*created), -EEXIST with O_EXCL in oflags if it does; then the
+ * writer's inode of the name (rfs_inode_lookup_key() with write: *ino
+ * with one lookup counted, *cls). On success the name stays locked in *l
+ * (exclusive) until the caller has opened its handle and calls
+ * rfs_names_unlock(); on error nothing is locked.
+ */
+int rfs_commit_create(const char *region, const char *key, size_t klen,
+		      int oflags, pid_t pid, struct rfs_names *l,
+		      fuse_ino_t *ino, enum rfs_kclass *cls, bool *created);
+/*
+ * truncate(2) of a path: the row of the name inode ino has (also when a
+ * rename or unlink just made it gone: like open, it goes by the name)
+ * resized to size and committed. -EFBIG above the region's
+ * max_value_size, -ENOENT if the key or the region is gone.
+ */
+int rfs_commit_truncate(fuse_ino_t ino, off_t size);
+/* unlink: E1, store_delete, E2, the name's inodes become gone. */
+int rfs_commit_delete(const char *region, const void *key, size_t klen);
+/*
+ * rename within region: E1, store_rename, E2 on both names, then the
+ * inodes of to become gone and those of from move to to. noreplace:
+ * -EEXIST if to exists (checked against this mount's changes only).
+ */
+int rfs_commit_rename(const char *region, const void *from, size_t flen,
+		      const void *to, size_t tlen, bool noreplace);
 
 #endif /* RFS_FS_H */

@@ -147,7 +147,7 @@ static void destroy(struct rfs_handle *h)
 		rfs_inode_detach(w->ino, h);
 		rfs_inode_close_write(w->ino, w->readable);
 		rfs_wbuf_unref(w->buf);
-		rfs_region_put(w->rr);
+		rfs_region_unref(w->rr);
 		pthread_cond_destroy(&w->cond);
 		pthread_mutex_destroy(&w->mu);
 		break;
@@ -291,38 +291,6 @@ int rfs_rhandle_open(struct rfs_region *rr, fuse_ino_t ino,
 	}
 	*out = h;
 	return 0;
-}
-
-/* ---- the commit ---------------------------------------------------------- */
-
-void rfs_invalidate(const char *region, const void *key, size_t klen)
-{
-	struct rfs_region *rr = rfs_region_get(region);
-
-	if (!rr)
-		return;
-	region_invalidate(rr->r, key, klen, REGION_ORIGIN_LOCAL);
-	rfs_region_put(rr);
-}
-
-int rfs_commit_value(const char *region, const char *key, size_t klen,
-		     const void *data, size_t len, unsigned flags,
-		     struct store_meta *meta)
-{
-	char esc[RFS_ESC_LEN];
-	int rc;
-
-	rfs_invalidate(region, key, klen); /* E1 */
-	rc = store_put(rfs.st, region, key, klen, data, len, flags, meta);
-	rfs_invalidate(region, key, klen); /* E2 */
-	if (rc == 0) {
-		rfs_count(RFS_C_COMMITS, 1);
-		return 0;
-	}
-	rfs_count(RFS_C_COMMIT_ERRORS, 1);
-	rfs_log(RFS_LOG_ERR, "commit %s/%s (%zu bytes): %s", region,
-		rfs_escape(key, klen, esc), len, strerror(-rc));
-	return rc;
 }
 
 /* ---- write buffers ------------------------------------------------------- */
@@ -544,9 +512,43 @@ static int enter_writer(fuse_ino_t ino, pid_t pid, bool readable)
 	return 0;
 }
 
+/*
+ * Fills w and attaches it to its inode, with the inode's name locked
+ * (shared) unless the caller (create()) holds it already (locked): an unlink or a rename cannot come
+ * between the check that the inode still has its name and the fill from
+ * that name's row. A gone inode (the kernel resolved the name just before
+ * an unlink or a rename replaced it) gets ESTALE: the kernel walks the
+ * path again (do_filp_open's retry with LOOKUP_REVAL) and the open lands
+ * on what the name is now, or creates it with O_CREAT, either a serial
+ * order; opening the gone inode instead would fail O_CREAT|O_TRUNC with
+ * ENOENT.
+ */
+static int whandle_attach(struct rfs_handle *h, const char *key, size_t klen,
+			  int flags, bool created, bool locked)
+{
+	struct rfs_whandle *w = &h->u.w;
+	struct rfs_names l = {.n = 0};
+	struct rfs_ident id;
+	int rc = 0;
+
+	if (!locked) {
+		rc = rfs_names_lock_ino(&l, w->ino, false, &id);
+		if (!rc && id.gone)
+			rc = -ESTALE;
+		key = id.key;
+		klen = id.klen;
+	}
+	if (!rc)
+		rc = whandle_fill(w, key, klen, flags, created);
+	if (!rc)
+		rc = rfs_inode_attach(w->ino, h);
+	rfs_names_unlock(&l);
+	return rc;
+}
+
 int rfs_whandle_open(struct rfs_region *rr, fuse_ino_t ino, pid_t pid,
 		     const char *key, size_t klen, int flags, bool created,
-		     struct rfs_handle **out)
+		     bool locked, struct rfs_handle **out)
 {
 	bool readable = (flags & O_ACCMODE) != O_WRONLY;
 	struct rfs_handle *h;
@@ -570,9 +572,7 @@ int rfs_whandle_open(struct rfs_region *rr, fuse_ino_t ino, pid_t pid,
 	atomic_fetch_add(&rr->refs, 1);
 	w->rr = rr;
 	w->ino = ino; /* from here on its release uncounts it */
-	rc = whandle_fill(w, key, klen, flags, created);
-	if (!rc)
-		rc = rfs_inode_attach(ino, h);
+	rc = whandle_attach(h, key, klen, flags, created, locked);
 	if (rc) {
 		rfs_handle_free(h);
 		return rc;
@@ -588,27 +588,15 @@ static void wait_commit_locked(struct rfs_whandle *w)
 		pthread_cond_wait(&w->cond, &w->mu);
 }
 
-/* Stores b under the inode's current name. 0 if the key is gone. */
+/* Stores b under the inode's current name (commit.c). 0 if it is gone. */
 static int commit_buf(struct rfs_whandle *w, const struct rfs_wbuf *b,
 		      bool durable)
 {
-	char esc[RFS_ESC_LEN];
-	struct rfs_ident id;
 	unsigned flags = 0;
-	int rc;
 
-	rc = rfs_inode_ident(w->ino, &id);
-	if (rc)
-		return rc;
-	if (id.gone) {
-		rfs_log(RFS_LOG_DEBUG, "%s/%s: unlinked while open, not stored",
-			id.region, rfs_escape(id.key, id.klen, esc));
-		return 0;
-	}
 	if (durable || w->rr->cfg.durable)
 		flags |= STORE_DURABLE;
-	return rfs_commit_value(id.region, id.key, id.klen, b->data, b->len,
-				flags, NULL);
+	return rfs_commit_handle(w->ino, b->data, b->len, flags);
 }
 
 int rfs_whandle_commit(struct rfs_handle *h, bool durable)

@@ -465,10 +465,10 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *cmd)
 		rfs_log(RFS_LOG_ERR, "background thread: %s", strerror(-rc));
 	if (rc)
 		return -1;
-	t = rfs_table_get();
+	t = rfs_table_ref();
 	rfs_log(RFS_LOG_NOTICE, "mounted %s on %s (%zu regions, config %s)",
 		rfs.db_path, cmd->mountpoint, t->n, rfs.config_path);
-	rfs_table_put(t);
+	rfs_table_unref(t);
 	rfs_sd_notify("READY=1");
 	rc = run_loop(se, cmd);
 	rfs_loop_done();

@@ -101,13 +101,13 @@ static struct rfs_region region_b = {.cfg = {.name = "b"}};
 static unsigned nlog[RFS_LOG_DEBUG + 1];
 static char last_log[1024];
 
-struct rfs_table *rfs_table_get(void)
+struct rfs_table *rfs_table_ref(void)
 {
 	atomic_fetch_add(&table.refs, 1);
 	return &table;
 }
 
-void rfs_table_put(struct rfs_table *t)
+void rfs_table_unref(struct rfs_table *t)
 {
 	unsigned long old = atomic_fetch_sub(&t->refs, 1);
 
