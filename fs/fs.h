@@ -1,30 +1,46 @@
 /*
  * fs.h - internal interfaces of the regionfs daemon, shared by fs/ only.
  *
- * The daemon is split into:
- *   main.c    command line, startup checks, daemonizing, the session loop
- *             and the orderly shutdown
- *   daemon.c  the daemon's global state: the region table (swapped whole on
- *             a reload), the striped counters, the background thread
- *             (sweeps, change-feed pruning, regions.ini reloads), systemd
- *             notification
- *   feed.c    the change-feed thread: outside writers' changes invalidate
- *             the cache within a bounded delay
- *   inode.c   inode numbers and lookup counts
- *   handle.c  open files: read handles, write buffers and the commit
- *             (E1, store_put, E2), virtual-file and directory handles
- *   ops.c     the FUSE low-level operations
- *   log.c     rfs_log(): stderr in the foreground, syslog otherwise
- *   virtual.c the .regionfs/ files (see virtual.h)
+ * The daemon is built in floors: a file calls only into files on floors
+ * below its own (and into regions/, store/ and libfuse), never up, so no
+ * two files of fs/ call each other. From the ground up:
+ *   0  log.c     rfs_log(): stderr in the foreground, syslog otherwise
+ *   1  state.c   what every request reads: struct rfs, the region table
+ *                (swapped whole by a reload) and its swap gate, the
+ *                striped counters, per-thread slots, the monotonic clock,
+ *                thread spawning
+ *   2  inode.c   inode numbers, lookup counts, what the kernel may cache
+ *   3  commit.c  the write protocol (E1, store op, E2, inode table) for
+ *                put, delete, rename, create and truncate, and the
+ *                per-name locks that order the changes of one name
+ *      feed.c    the change-feed thread: outside writers' changes
+ *                invalidate the cache within a bounded delay (it tells a
+ *                listener, set by daemon.c, which keys changed)
+ *   4  handle.c  open files: read handles, write buffers (their commit
+ *                goes to commit.c), virtual-file and directory handles
+ *      view.c    the snapshot the .regionfs/ files are rendered from
+ *      virtual.c renders those files (see virtual.h; calls nothing here)
+ *   5  ops.c     the FUSE low-level operations
+ *   6  daemon.c  the roof: the background thread (sweeps, change-feed
+ *                pruning, regions.ini reloads), starting and stopping the
+ *                feed, systemd notification
+ *   7  main.c    command line, startup checks, daemonizing, the session
+ *                loop and the orderly shutdown
+ * Everything but main.c is the static library libregionfs-fs, which the
+ * unit tests link.
  *
  * Lock order, for every lock in fs/ (a lock may be taken while holding
  * only locks to its left):
- *   cfg_lock (daemon.c) -> table shard lock (daemon.c)
+ *   cfg_lock (state.c) -> swap gate -> table shard lock (state.c)
+ *   name locks (commit.c; a rename's two in stripe order) -> swap gate
  *   handle->mu (handle.c) -> inode table lock -> node lock (inode.c)
+ *   name locks -> inode table lock
  *   handle list stripe lock (handle.c), marker lock (inode.c): leaves
- * No fs/ lock is held across fuse_reply_*(), across store_*() calls or
- * across calls into regions/ that may sleep (region_get() joining a
- * flight). Engine stripe locks are never visible here.
+ * No fs/ lock is held across fuse_reply_*(). None is held across store_*()
+ * calls or calls into regions/ that may sleep (region_get() joining a
+ * flight) except the name locks and the swap gate, which exist to order
+ * store operations (commit.c); a flight's loader takes neither. Engine
+ * stripe locks are never visible here.
  */
 #ifndef RFS_FS_H
 #define RFS_FS_H
@@ -81,7 +97,7 @@ const char *rfs_escape(const void *key, size_t klen, char *buf);
 /* Routes libfuse's own messages through rfs_log(). */
 void rfs_log_capture_fuse(void);
 
-/* ---- daemon.c: regions --------------------------------------------------- */
+/* ---- state.c: regions ---------------------------------------------------- */
 
 /*
  * One region as the daemon serves it: the live cache and the settings it
@@ -128,7 +144,7 @@ long rfs_table_index(const struct rfs_table *t, const char *name);
 /* The region of t called name, or NULL; no reference (t holds one). */
 struct rfs_region *rfs_table_find(const struct rfs_table *t, const char *name);
 
-/* ---- daemon.c: global state ---------------------------------------------- */
+/* ---- state.c: global state ----------------------------------------------- */
 
 /*
  * The daemon. One per process. Fields in the first group are set by
@@ -161,9 +177,29 @@ extern struct rfs rfs;
  * Builds the first region table from c (which the daemon keeps no pointer
  * to). Sets generation 1. 0 or -errno.
  */
-int rfs_daemon_init(const struct config *c);
+int rfs_state_init(const struct config *c);
 /* Drops the table. After the session loop and the background thread. */
-void rfs_daemon_fini(void);
+void rfs_state_fini(void);
+/*
+ * A reload (cfg_lock held): builds the table for c from the current one
+ * and swaps it in (after the writes between E1 and E2: the swap gate).
+ * *old gets the previous table (a reference). On error writes a message
+ * into err and changes nothing.
+ */
+int rfs_state_replace(const struct config *c, struct rfs_table **old,
+		      char *err, size_t errlen);
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t rfs_mono_ns(void);
+/*
+ * pthread_create() with every signal blocked in the new thread (they
+ * belong to the session loop's threads), named name (may be NULL).
+ * 0 or -errno.
+ */
+int rfs_thread_spawn(pthread_t *t, void *(*fn)(void *), void *arg,
+		     const char *name);
+
+/* ---- daemon.c: the roof -------------------------------------------------- */
 
 /*
  * Starts/stops the background thread and the change feed's thread
@@ -189,19 +225,6 @@ int rfs_reload(void);
 
 /* Sends "READY=1" etc. to $NOTIFY_SOCKET if set. */
 void rfs_sd_notify(const char *state);
-
-/*
- * Fills *v for the virtual files. Every pointer in *v stays valid until
- * rfs_view_release(); strings are copied into *v's own storage.
- */
-struct rfs_view_hold {
-	struct rfs_view view;
-	struct rfs_table *t;
-	struct rfs_region_view *rv;
-	char last_error[CONFIG_ERR_LEN];
-};
-int rfs_view_build(struct rfs_view_hold *h);
-void rfs_view_release(struct rfs_view_hold *h);
 
 /* ---- feed.c: outside writers --------------------------------------------- */
 
@@ -232,7 +255,7 @@ void rfs_feed_counters(uint64_t *changes, uint64_t *lag_ms);
  */
 uint64_t rfs_feed_poll_age_ms(void);
 
-/* ---- daemon.c: counters -------------------------------------------------- */
+/* ---- state.c: counters --------------------------------------------------- */
 
 /*
  * The daemon's counters (struct rfs_counters in virtual.h), kept in
@@ -257,9 +280,27 @@ enum rfs_ctr {
 };
 
 void rfs_count(enum rfs_ctr c, int64_t n);
-void rfs_counters_sum(struct rfs_counters *out);
+/* The sum of counter c over every slot (a gauge never goes below 0). */
+uint64_t rfs_counter(enum rfs_ctr c);
 /* A small per-thread number (0..n-1), assigned on first use. */
 unsigned rfs_thread_slot(unsigned n);
+
+/* ---- view.c: the snapshot of the virtual files --------------------------- */
+
+/*
+ * Fills *v for the virtual files. Every pointer in *v stays valid until
+ * rfs_view_release(); strings are copied into *v's own storage.
+ */
+struct rfs_view_hold {
+	struct rfs_view view;
+	struct rfs_table *t;
+	struct rfs_region_view *rv;
+	char last_error[CONFIG_ERR_LEN];
+};
+int rfs_view_build(struct rfs_view_hold *h);
+void rfs_view_release(struct rfs_view_hold *h);
+/* Every counter of the daemon (the stats files' "counters"). */
+void rfs_counters_sum(struct rfs_counters *out);
 
 /* ---- ops.c --------------------------------------------------------------- */
 
@@ -371,8 +412,8 @@ void rfs_inode_renamed(const char *region, const void *from, size_t flen,
 void rfs_inode_changed(const char *region, const void *key, size_t klen);
 /*
  * A read-only open of key inode ino, which found v in the cache (v's load
- * serial: rfs_value_serial()). Decides what the handle serves: *out gets a
- * reference on that value, and *pcache says whether the kernel may keep
+ * serial is its tag, region_value_tag()). Decides what the handle serves:
+ * *out gets a reference on that value, and *pcache says whether the kernel may keep
  * it in the page cache (keep_cache). Only bytes of the one value an
  * RFS_K_PAGE inode was first opened with ever enter its page cache; an
  * inode that cannot serve them any more becomes RFS_K_DIRECT. The handle
@@ -539,12 +580,6 @@ void rfs_handles_shutdown(void);
  */
 int rfs_fetch(struct rfs_region *rr, const char *key, size_t klen,
 	      struct region_value **out);
-/*
- * The serial number of the load that made v (rfs_fetch), unique for the
- * life of the process: two values with one serial are one value. Only
- * for values made by rfs_fetch (every value in the daemon's regions).
- */
-uint64_t rfs_value_serial(const struct region_value *v);
 #ifdef RFS_TEST_HOOKS
 /*
  * Test builds only (regionfs-testhooks): every cache-miss load sleeps this

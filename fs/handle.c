@@ -232,11 +232,6 @@ static struct region_value *value_new(void *data, const struct store_meta *meta)
 	return v;
 }
 
-uint64_t rfs_value_serial(const struct region_value *v)
-{
-	return region_value_tag(v);
-}
-
 int rfs_fetch(struct rfs_region *rr, const char *key, size_t klen,
 	      struct region_value **out)
 {

@@ -28,7 +28,7 @@
  *  - RFS_K_PAGE: opened read-only with keep_cache. Its page cache must
  *    only ever hold the bytes of one value: the first value a page-cache
  *    handle was opened with is the inode's anchor (its load serial,
- *    rfs_value_serial()), and a later open gets the page cache only with
+ *    the value's tag, handle.c), and a later open gets the page cache only with
  *    that same value; while page-cache handles are open the inode holds a
  *    reference on it (pval) and every new read open is served pval, so
  *    all its readers share one value. An open that cannot be served so
@@ -900,7 +900,7 @@ static bool value_is_row(const struct region_value *v,
 static struct region_value *page_value_locked(struct inode *n,
 					      struct region_value *v)
 {
-	uint64_t serial = rfs_value_serial(v);
+	uint64_t serial = region_value_tag(v); /* the load serial */
 
 	if (n->preaders)
 		return n->pval;

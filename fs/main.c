@@ -348,7 +348,7 @@ static int setup_state(const struct main_opts *o)
 	clock_gettime(CLOCK_REALTIME, &rfs.mount_time);
 	rc = rfs_inode_init();
 	if (!rc)
-		rc = rfs_daemon_init(c);
+		rc = rfs_state_init(c);
 	config_free(c);
 	if (rc)
 		rfs_log(RFS_LOG_ERR, "cannot start: %s", strerror(-rc));
@@ -492,7 +492,7 @@ static void shutdown_all(struct fuse_session *se, bool mounted)
 		fuse_session_unmount(se);
 	if (se)
 		fuse_session_destroy(se);
-	rfs_daemon_fini();
+	rfs_state_fini();
 	rfs_inode_fini();
 }
 

@@ -13,8 +13,7 @@
  *    as they were (the markers and the gauge: the daemon inits once), and
  *    a few tests look at a node's fields (the anchor's reference).
  * The rest is real: values of the engine stand for the cache's values,
- * tagged with a load serial as handle.c's loads do. The one stub is
- * rfs_value_serial() of handle.c (its body is the same line). Write
+ * tagged with a load serial as handle.c's loads do. Write
  * handles are bare struct rfs_handle carrying the atomics getattr reads.
  *
  * The tests play the kernel: a LOOKUP is rfs_inode_lookup_key() with the
@@ -76,14 +75,6 @@ static int test_wrlock(pthread_rwlock_t *l)
 #define pthread_rwlock_wrlock(l) test_wrlock(l)
 #include "../../fs/inode.c"
 #undef pthread_rwlock_wrlock
-
-/* ---- stubs of the daemon ------------------------------------------------- */
-
-/* handle.c's, verbatim: the load serial travels as the value's tag. */
-uint64_t rfs_value_serial(const struct region_value *v)
-{
-	return region_value_tag(v);
-}
 
 /* ---- helpers ------------------------------------------------------------- */
 
