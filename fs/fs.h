@@ -228,6 +228,13 @@ void rfs_sd_notify(const char *state);
 
 /* ---- feed.c: outside writers --------------------------------------------- */
 
+#define RFS_FEED_POLL_MS   10	/* poll interval without a watch, or failing */
+#define RFS_FEED_SAFETY_MS 50	/* with a watch: poll at least this often */
+#define RFS_FEED_GAP_MS	   2	/* with a watch: at most one poll per gap */
+#define RFS_FEED_BATCH	   4096 /* changes applied per store_changes() call */
+#define RFS_FEED_STALE_MS  1000 /* a longer error streak invalidates all */
+#define RFS_FEED_BULK_MS   50	/* a longer backlog invalidates all */
+
 /*
  * Starts the thread that polls the store's change feed and invalidates
  * the keys other processes changed (see feed.c). Takes the feed's cursor
@@ -254,6 +261,15 @@ void rfs_feed_counters(uint64_t *changes, uint64_t *lag_ms);
  * cannot show.
  */
 uint64_t rfs_feed_poll_age_ms(void);
+/*
+ * White box, for tests/unit/test_feed.c (no thread): resets the feed's
+ * state and counters as rfs_feed_start() does and takes the cursor;
+ * makes one poll as the thread would (true: it stopped at
+ * RFS_FEED_BATCH, more may wait); reads the cursor.
+ */
+void rfs_feed__reset(void);
+bool rfs_feed__poll(void);
+uint64_t rfs_feed__cursor(bool *have);
 
 /* ---- state.c: counters --------------------------------------------------- */
 
@@ -467,6 +483,21 @@ int rfs_inode_attach(fuse_ino_t ino, struct rfs_handle *h);
 void rfs_inode_detach(fuse_ino_t ino, struct rfs_handle *h);
 /* Gauge: inodes the kernel holds. */
 uint64_t rfs_inode_count(void);
+
+/* Refused write opens remembered (inode.c, "markers"). */
+#define RFS_INODE_MARKERS 64
+
+/* White box, for tests/unit/test_inode.c: one node's state and the table's. */
+struct rfs_inode_probe {
+	uint64_t nlookup;
+	const struct region_value *pval; /* the page readers' value */
+	bool anchored;
+	bool pristine;
+	size_t ino_buckets, name_buckets; /* of the two hash tables */
+	unsigned markers;		  /* in use */
+};
+/* Fills *p; -ENOENT (and only the table's fields) for an unknown ino. */
+int rfs_inode__probe(fuse_ino_t ino, struct rfs_inode_probe *p);
 
 /* ---- handle.c ------------------------------------------------------------ */
 

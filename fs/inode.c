@@ -128,7 +128,7 @@
 
 #define MIN_BUCKETS 1024
 #define NODE_LOCKS  64 /* striped node locks: a power of two */
-#define MARKERS	    64 /* refused write opens remembered */
+#define MARKERS	    RFS_INODE_MARKERS
 
 struct inode {
 	struct inode *ino_next;	 /* chain in by_ino */
@@ -292,9 +292,17 @@ out:
 	free(it.by_name.b);
 	it.by_ino.b = NULL;
 	it.by_name.b = NULL;
+	it.count = 0;
+	atomic_store(&it.nodes, 0);
 	for (i = 0; i < NODE_LOCKS; i++)
 		pthread_mutex_destroy(&it.nlock[i]);
 	pthread_rwlock_destroy(&it.lock);
+	/* a later rfs_inode_init() starts afresh (the unit tests) */
+	pthread_mutex_lock(&mk.lock);
+	memset(mk.m, 0, sizeof(mk.m));
+	mk.next = 0;
+	atomic_store(&mk.used, 0);
+	pthread_mutex_unlock(&mk.lock);
 }
 
 static bool node_is(const struct inode *n, uint64_t hash, enum rfs_ikind kind,
@@ -1110,4 +1118,30 @@ void rfs_inode_detach(fuse_ino_t ino, struct rfs_handle *h)
 uint64_t rfs_inode_count(void)
 {
 	return atomic_load_explicit(&it.nodes, memory_order_relaxed);
+}
+
+/* ---- white box (tests/unit/test_inode.c) ---------------------------------- */
+
+int rfs_inode__probe(fuse_ino_t ino, struct rfs_inode_probe *p)
+{
+	pthread_mutex_t *mu;
+	struct inode *n;
+
+	memset(p, 0, sizeof(*p));
+	pthread_rwlock_rdlock(&it.lock);
+	n = find_ino_locked(ino);
+	if (n) {
+		mu = node_lock(n);
+		pthread_mutex_lock(mu);
+		p->nlookup = atomic_load(&n->nlookup);
+		p->pval = n->pval;
+		p->anchored = n->anchored;
+		p->pristine = n->pristine;
+		pthread_mutex_unlock(mu);
+	}
+	p->ino_buckets = it.by_ino.mask + 1;
+	p->name_buckets = it.by_name.mask + 1;
+	pthread_rwlock_unlock(&it.lock);
+	p->markers = atomic_load(&mk.used);
+	return n ? 0 : -ENOENT;
 }
