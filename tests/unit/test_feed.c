@@ -58,7 +58,8 @@ struct rfs_table *__wrap_rfs_table_ref(void);
 void __wrap_rfs_table_unref(struct rfs_table *t);
 struct rfs_region *__wrap_rfs_table_find(const struct rfs_table *t,
 					 const char *name);
-void __wrap_rfs_log(enum rfs_log_level level, const char *fmt, ...);
+void __wrap_rfs_log(enum rfs_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 int __wrap_store_changes_head(struct store *st, uint64_t *cursor)
 {
