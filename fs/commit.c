@@ -85,17 +85,8 @@ static pthread_rwlock_t name_locks[NAME_LOCKS] = {
 
 static unsigned stripe_of(const char *region, const void *key, size_t klen)
 {
-	const unsigned char *p = (const unsigned char *)region;
-	uint64_t h = 0xcbf29ce484222325ULL;
-	size_t i;
+	uint64_t h = rfs_name_hash(0xcbf29ce484222325ULL, region, key, klen);
 
-	for (; *p; p++)
-		h = (h ^ *p) * 0x100000001b3ULL;
-	h = (h ^ 0xff) * 0x100000001b3ULL;
-	p = key;
-	for (i = 0; i < klen; i++)
-		h = (h ^ p[i]) * 0x100000001b3ULL;
-	h ^= h >> 29;
 	return (unsigned)(h & (NAME_LOCKS - 1));
 }
 

@@ -191,6 +191,14 @@ int rfs_state_replace(const struct config *c, struct rfs_table **old,
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t rfs_mono_ns(void);
+/* A 64-bit finalizer (murmur3's fmix64): spreads every input bit. */
+uint64_t rfs_hash_mix(uint64_t h);
+/*
+ * FNV-1a over region, a 0xff separator (no region name holds it) and the
+ * key's klen bytes, from basis, then rfs_hash_mix().
+ */
+uint64_t rfs_name_hash(uint64_t basis, const char *region, const void *key,
+		       size_t klen);
 /*
  * pthread_create() with every signal blocked in the new thread (they
  * belong to the session loop's threads), named name (may be NULL).

@@ -247,31 +247,11 @@ static void node_leave(pthread_mutex_t *mu)
 	pthread_mutex_unlock(mu);
 }
 
-static uint64_t mix(uint64_t h)
-{
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return h;
-}
-
-/* FNV-1a over the name with a random basis, then a finalizer. */
+/* A name's hash: a random basis per process, and the kind. */
 static uint64_t name_hash(enum rfs_ikind kind, const char *region,
 			  const void *key, size_t klen)
 {
-	const unsigned char *p = (const unsigned char *)region;
-	uint64_t h = it.seed ^ (uint64_t)kind;
-	size_t i;
-
-	for (; *p; p++)
-		h = (h ^ *p) * 0x100000001b3ULL;
-	h = (h ^ 0xff) * 0x100000001b3ULL;
-	p = key;
-	for (i = 0; i < klen; i++)
-		h = (h ^ p[i]) * 0x100000001b3ULL;
-	return mix(h);
+	return rfs_name_hash(it.seed ^ (uint64_t)kind, region, key, klen);
 }
 
 static int table_init(struct table *t, size_t n)
@@ -285,7 +265,7 @@ static int table_init(struct table *t, size_t n)
 
 static struct inode **ino_slot(fuse_ino_t ino)
 {
-	return &it.by_ino.b[mix(ino) & it.by_ino.mask];
+	return &it.by_ino.b[rfs_hash_mix(ino) & it.by_ino.mask];
 }
 
 static struct inode **name_slot(uint64_t hash)
@@ -295,7 +275,7 @@ static struct inode **name_slot(uint64_t hash)
 
 static pthread_mutex_t *node_lock(const struct inode *n)
 {
-	return &it.nlock[mix(n->ino) & (NODE_LOCKS - 1)];
+	return &it.nlock[rfs_hash_mix(n->ino) & (NODE_LOCKS - 1)];
 }
 
 int rfs_inode_init(void)
@@ -438,8 +418,8 @@ static void grow_locked(void)
 	for (i = 0; i <= it.by_ino.mask; i++) {
 		for (n = it.by_ino.b[i]; n; n = next) {
 			next = n->ino_next;
-			n->ino_next = ni.b[mix(n->ino) & ni.mask];
-			ni.b[mix(n->ino) & ni.mask] = n;
+			n->ino_next = ni.b[rfs_hash_mix(n->ino) & ni.mask];
+			ni.b[rfs_hash_mix(n->ino) & ni.mask] = n;
 			if (n->gone)
 				continue;
 			n->name_next = nn.b[n->hash & nn.mask];

@@ -91,6 +91,32 @@ unsigned rfs_thread_slot(unsigned n)
 	return (slot - 1) % n;
 }
 
+uint64_t rfs_hash_mix(uint64_t h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 33;
+	return h;
+}
+
+uint64_t rfs_name_hash(uint64_t basis, const char *region, const void *key,
+		       size_t klen)
+{
+	const unsigned char *p = (const unsigned char *)region;
+	uint64_t h = basis;
+	size_t i;
+
+	for (; *p; p++)
+		h = (h ^ *p) * 0x100000001b3ULL;
+	h = (h ^ 0xff) * 0x100000001b3ULL;
+	p = key;
+	for (i = 0; i < klen; i++)
+		h = (h ^ p[i]) * 0x100000001b3ULL;
+	return rfs_hash_mix(h);
+}
+
 uint64_t rfs_mono_ns(void)
 {
 	struct timespec ts;
