@@ -47,6 +47,7 @@
 
 #include <fuse_lowlevel.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/stat.h>
@@ -199,6 +200,13 @@ uint64_t rfs_hash_mix(uint64_t h);
  */
 uint64_t rfs_name_hash(uint64_t basis, const char *region, const void *key,
 		       size_t klen);
+/*
+ * Blocks every signal in this thread (*old: the mask before), so that a
+ * thread created meanwhile (here, or inside store_open()) inherits that;
+ * restores *old.
+ */
+void rfs_signals_block(sigset_t *old);
+void rfs_signals_restore(const sigset_t *old);
 /*
  * pthread_create() with every signal blocked in the new thread (they
  * belong to the session loop's threads), named name (may be NULL).

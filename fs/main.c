@@ -270,13 +270,12 @@ static int check_mountpoint(const char *mnt)
 /* store_open() with every signal blocked: its writer thread inherits that. */
 static int store_open_blocked(struct store **st)
 {
-	sigset_t all, old;
+	sigset_t old;
 	int rc;
 
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rfs_signals_block(&old);
 	rc = store_open(rfs.db_path, NULL, st);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	rfs_signals_restore(&old);
 	return rc;
 }
 

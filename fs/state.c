@@ -125,17 +125,29 @@ uint64_t rfs_mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+void rfs_signals_block(sigset_t *old)
+{
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, old);
+}
+
+void rfs_signals_restore(const sigset_t *old)
+{
+	pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
 int rfs_thread_spawn(pthread_t *t, void *(*fn)(void *), void *arg,
 		     const char *name)
 {
-	sigset_t all, old;
+	sigset_t old;
 	int rc;
 
 	/* the signals stay with the session loop's threads */
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rfs_signals_block(&old);
 	rc = pthread_create(t, NULL, fn, arg);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	rfs_signals_restore(&old);
 	if (rc)
 		return -rc;
 	if (name)
