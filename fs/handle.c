@@ -22,11 +22,8 @@
  * Write handles hold a private buffer (DESIGN.md "The write path"): a copy
  * of the value at open, or empty with O_TRUNC. write() and ftruncate()
  * edit it; flush (close), fsync and, failing those, release commit it
- * whole: E1 = region_invalidate(), store_put() (the store's group commit),
- * E2 = region_invalidate() again, then the reply. E1 makes later reads
- * miss; E2 poisons any flight that loaded the old row before the commit
- * finished, so the old value can never be installed after close() returns
- * (the stale-put guard, regions/region.c).
+ * whole through the write protocol of commit.c (E1, store_put, E2, under
+ * the lock of the name the inode has then), and reply.
  *
  * The buffer is copy-on-write (struct rfs_wbuf, reference counted): a
  * commit and a read() on an O_RDWR handle take a reference and run without
@@ -41,11 +38,14 @@
  * A write handle's open makes its inode a writer's (inode.c; ESTALE when
  * page-cache readers have it open, and the kernel retries on another
  * inode) and is counted there until its release, as is a read handle's.
+ * An inode that an unlink or a rename made gone between the kernel's
+ * LOOKUP and the OPEN gets ESTALE too (whandle_attach()).
  *
  * A write handle commits to the name its inode has at commit time, so a
  * rename while the file is open moves the pending data with it; if the
  * key was unlinked or replaced meanwhile, the data goes nowhere (POSIX:
- * written to an unlinked file). A value larger than the region's
+ * written to an unlinked file). commit.c makes resolving that name and
+ * storing under it one step against unlinks and renames. A value larger than the region's
  * max_value_size is refused with EFBIG at write() time, and the handle is
  * then broken: its later writes and its close() fail with EFBIG too and
  * nothing of it is committed, so a too-large file never ends up stored cut
@@ -58,7 +58,9 @@
  *
  * Locking: handle lists: hstripes[i].mu (a leaf). Write handle: w->mu
  * (see struct rfs_whandle in fs.h); w->mu may be held while taking the
- * inode table lock, never the reverse.
+ * inode table lock, never the reverse, and is never held while taking a
+ * name lock (commit.c): a commit runs without it. A write open holds its
+ * name's lock (shared) while it fills the buffer.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -736,11 +736,14 @@ static bool read_only(int flags)
 /*
  * Opens a key: a value reference to read, or a private buffer to write.
  * A gone inode (the kernel resolved the name just before a rename
- * replaced it or an unlink removed it) still opens, by name: a reader gets
- * the value the name has now (the rename's new value: old or new, never
- * ENOENT for a name that stayed visible throughout, as POSIX requires),
- * or the inode's own value if page-cache readers have it open, and a
- * writer's data goes nowhere, as it would into a replaced inode.
+ * replaced it or an unlink removed it) still opens for reading, by name:
+ * a reader gets the value the name has now (the rename's new value: old
+ * or new, never ENOENT for a name that stayed visible throughout, as
+ * POSIX requires), or the inode's own value if page-cache readers have it
+ * open. A writer gets ESTALE (handle.c): the kernel walks the path again
+ * and opens, or with O_CREAT creates, what the name is now; opening the
+ * gone inode would fail open(O_CREAT|O_TRUNC) with ENOENT. locked: the
+ * caller (create) holds the name's lock (commit.c).
  */
 static int open_key(pid_t pid, fuse_ino_t ino, const struct rfs_ident *id,
 		    int flags, bool created, bool locked,
