@@ -3,6 +3,7 @@
  *
  * usage: race -d REGION_DIR [-n rounds] [-s scenario[,scenario...]]
  *             [-v max_reports] [-t watchdog_s]
+ *             [-c regions.ini [-N rounds] [-p daemon_pid]]
  *
  * Each round of a scenario prepares a few keys, then releases two threads
  * together (a pthread barrier) that each make one change of the same
@@ -34,6 +35,15 @@
  *   truncate_close k = "AAAAAAAA", open O_WRONLY with "BBBBBBBB" written
  *                 over it. A: close(). B: truncate(k, 4). Orders:
  *                 "BBBB" (close first) or "BBBBBBBB".
+ *   close_reload  (only with -c) k open for writing with data. A:
+ *                 close(). B: a reload that removes the region (regions.ini
+ *                 rewritten without it, and SIGHUP to -p so the reload
+ *                 overlaps the close; B waits until the generation in
+ *                 .regionfs/config moves and the region is gone). close() must succeed either
+ *                 way (nothing is lost: the row is stored even when the
+ *                 region is gone), and once the region is back, k holds
+ *                 data. -N rounds (a reload takes the daemon's 200 ms
+ *                 debounce, so a round takes about half a second).
  *
  * Output: one line per scenario on stdout,
  *   race: scenario=NAME rounds=N bad=N errors=N [outcome counts]
@@ -89,7 +99,13 @@ static struct {
 	const struct scenario *sc; /* the one running */
 	struct round r;
 	bool quit;
-} g = {.rounds = 200, .max_reports = 10, .watchdog_s = 600};
+	const char *ini;	  /* -c: regions.ini of the mount */
+	pid_t pid;		  /* -p: the daemon, for SIGHUP */
+	char ini_orig[4096];	  /* its content at start */
+	unsigned reload_rounds;	  /* -N */
+	char config_path[600];	  /* MOUNT/.regionfs/config */
+} g = {.rounds = 200, .max_reports = 10, .watchdog_s = 600,
+       .reload_rounds = 50};
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -350,6 +366,80 @@ static const char *check_trunc(struct round *r, char *why, size_t len)
 	return why;
 }
 
+/* The generation .regionfs/config shows, or 0. */
+static unsigned long generation(void)
+{
+	char buf[VAL_CAP * 16], *p;
+	ssize_t n;
+	int fd = open(g.config_path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strstr(buf, "\ngeneration ");
+	if (!p && strncmp(buf, "generation ", 11) == 0)
+		p = buf - 1;
+	return p ? strtoul(p + 12, NULL, 10) : 0;
+}
+
+/*
+ * Replaces regions.ini with text (a new file renamed over it, as editors
+ * save), sends the daemon SIGHUP if -p named it (a reload at once; its
+ * inotify watch reloads again RELOAD_DEBOUNCE_MS later, reading the file
+ * as it is then), and waits, polling every millisecond for at most 10 s,
+ * until a reload has happened and the region is there or not as present
+ * says.
+ */
+static int reload_to(const char *text, bool present)
+{
+	char tmp[600];
+	unsigned long g0 = generation();
+	int i, fd;
+
+	snprintf(tmp, sizeof(tmp), "%s.race-tmp", g.ini);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, strlen(text)) != (ssize_t)strlen(text) ||
+	    close(fd) || rename(tmp, g.ini))
+		return errno ? -errno : -EIO;
+	if (g.pid)
+		kill(g.pid, SIGHUP);
+	for (i = 0; i < 10000; i++) {
+		if (generation() > g0 && (access(g.dir, F_OK) == 0) == present)
+			return 0;
+		usleep(1000);
+	}
+	return -ETIMEDOUT;
+}
+
+static int b_reload_away(struct round *r)
+{
+	(void)r;
+	return reload_to("; race.c: the region is away for a moment\n"
+			 "[race_spare]\nmax_entries = 16\n",
+			 false);
+}
+
+static const char *check_reload(struct round *r, char *why, size_t len)
+{
+	char v[VAL_CAP], s[80];
+	int rc = reload_to(g.ini_orig, true);
+
+	if (!rc)
+		rc = get(r->k[0], v);
+	if (r->rc[0] == 0 && rc == 0 && strcmp(v, r->data) == 0)
+		return NULL;
+	snprintf(why, len, "close() %s, then k is %s (want 0, \"%s\")",
+		 r->rc[0] ? strerror(-r->rc[0]) : "0",
+		 show(rc, v, s, sizeof(s)), r->data);
+	return why;
+}
+
 static const struct scenario scenarios[] = {
 	{"close_unlink", 1, setup_open, a_close, b_unlink, check_absent, false},
 	{"close_rename", 2, setup_open, a_close, b_rename, check_moved, false},
@@ -361,6 +451,8 @@ static const struct scenario scenarios[] = {
 	 false},
 	{"rename_onto", 2, setup_onto, a_close, a_rename01, check_onto, false},
 	{"truncate_close", 1, setup_trunc, a_close, b_truncate, check_trunc,
+	 false},
+	{"close_reload", 1, setup_open, a_close, b_reload_away, check_reload,
 	 false},
 };
 #define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))
@@ -405,9 +497,10 @@ static int run(const struct scenario *sc)
 	unsigned i, bad = 0, errors = 0, absent = 0;
 	char why[512];
 	int j, rc;
+	unsigned rounds = sc->b == b_reload_away ? g.reload_rounds : g.rounds;
 
 	g.sc = sc;
-	for (i = 0; i < g.rounds; i++) {
+	for (i = 0; i < rounds; i++) {
 		struct round *r = &g.r;
 
 		memset(r, 0, sizeof(*r));
@@ -444,7 +537,7 @@ static int run(const struct scenario *sc)
 		cleanup_round(r, sc->nkeys);
 	}
 	printf("race: scenario=%s rounds=%u bad=%u errors=%u k_absent=%u\n",
-	       sc->name, g.rounds, bad, errors, absent);
+	       sc->name, rounds, bad, errors, absent);
 	fflush(stdout);
 	return bad ? 1 : errors ? 2 : 0;
 }
@@ -466,11 +559,33 @@ static void usage(void)
 
 	fprintf(stderr, "usage: race -d REGION_DIR [-n rounds] "
 			"[-s scenario,...] [-v max_reports] [-t watchdog_s]\n"
+			"            [-c regions.ini [-N reload_rounds] [-p pid]]\n"
 			"scenarios:");
 	for (i = 0; i < NSCENARIOS; i++)
 		fprintf(stderr, " %s", scenarios[i].name);
 	fprintf(stderr, "\n");
 	exit(2);
+}
+
+/* Reads regions.ini (-c) and finds .regionfs/config above the region. */
+static int load_ini(void)
+{
+	const char *slash = strrchr(g.dir, '/');
+	int fd = open(g.ini, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0 || !slash) {
+		perror(g.ini);
+		return -1;
+	}
+	n = read(fd, g.ini_orig, sizeof(g.ini_orig) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	g.ini_orig[n] = '\0';
+	snprintf(g.config_path, sizeof(g.config_path), "%.*s/.regionfs/config",
+		 (int)(slash - g.dir), g.dir);
+	return generation() ? 0 : -1;
 }
 
 /* Is name in the comma-separated list (NULL: every scenario)? */
@@ -494,18 +609,23 @@ int main(int argc, char **argv)
 	int c, worst = 0, rc, n = 0;
 	size_t i;
 
-	while ((c = getopt(argc, argv, "d:n:s:v:t:")) != -1) {
+	while ((c = getopt(argc, argv, "d:n:s:v:t:c:N:p:")) != -1) {
 		switch (c) {
 		case 'd': g.dir = optarg; break;
 		case 'n': g.rounds = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 's': list = optarg; break;
 		case 'v': g.max_reports = (unsigned)atoi(optarg); break;
 		case 't': g.watchdog_s = (unsigned)atoi(optarg); break;
+		case 'c': g.ini = optarg; break;
+		case 'N': g.reload_rounds = (unsigned)atoi(optarg); break;
+		case 'p': g.pid = (pid_t)atoi(optarg); break;
 		default: usage();
 		}
 	}
 	if (!g.dir || !g.rounds)
 		usage();
+	if (g.ini && load_ini())
+		return 2;
 	for (i = 0; i < NSCENARIOS; i++)
 		n += chosen(list, scenarios[i].name);
 	if (!n)
@@ -517,7 +637,8 @@ int main(int argc, char **argv)
 	for (c = 0; c < 2; c++)
 		pthread_create(&t[c], NULL, worker, (void *)(intptr_t)c);
 	for (i = 0; i < NSCENARIOS; i++) {
-		if (!chosen(list, scenarios[i].name))
+		if (!chosen(list, scenarios[i].name) ||
+		    (scenarios[i].b == b_reload_away && !g.ini))
 			continue;
 		rc = run(&scenarios[i]);
 		if (rc == 1 || (rc == 2 && worst == 0))

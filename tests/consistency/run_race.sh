@@ -6,12 +6,17 @@
 # rename onto a file being written, truncate(2) vs close), and every round
 # must end in an outcome some serial order of the two gives.
 #
+# It also gets regions.ini (-c) and the daemon's pid (-p, for SIGHUP), so
+# the close_reload scenario can take the region away with a reload while a
+# close() commits (-N rounds, each about
+# half a second: a reload waits for the daemon's debounce).
+#
 # The rounds per scenario are race's -n (meson.build passes a few hundred,
 # seconds in all). For a long run, thousands per scenario:
 #   REGIONFS=build/fs/regionfs CONS_BIN=build/tests/consistency \
 #       tests/consistency/run_race.sh -n 5000
 # or, from a build directory:
-#   RACE_ROUNDS=5000 meson test -C build race
+#   RACE_ROUNDS=5000 RACE_RELOAD_ROUNDS=200 meson test -C build race
 
 # cons_prog sets the variable it is given (printf -v):
 # shellcheck disable=SC2154
@@ -27,9 +32,12 @@ stripes = 2
 INI
 cons_mount a
 M=$CONS_TMP/a
-args=("$@")
+args=(-c "$CONS_INI" -p "${CONS_PID[a]}" "$@")
 if [ -n "${RACE_ROUNDS:-}" ]; then
 	args+=(-n "$RACE_ROUNDS")
+fi
+if [ -n "${RACE_RELOAD_ROUNDS:-}" ]; then
+	args+=(-N "$RACE_RELOAD_ROUNDS")
 fi
 out=$CONS_TMP/race.out
 cons_run "$race" -d "$M/race" "${args[@]}" >"$out"
