@@ -2,8 +2,8 @@
  * race.c - changes of one name racing each other, through a regionfs mount.
  *
  * usage: race -d REGION_DIR [-n rounds] [-s scenario[,scenario...]]
- *             [-v max_reports] [-t watchdog_s]
- *             [-c regions.ini [-N rounds] [-p daemon_pid]]
+ *             [-v max_reports] [-t watchdog_s] [-N rounds]
+ *             [-c regions.ini [-p daemon_pid]] [-D database]
  *
  * Each round of a scenario prepares a few keys, then releases two threads
  * together (a pthread barrier) that each make one change of the same
@@ -42,8 +42,15 @@
  *                 .regionfs/config moves and the region is gone). close() must succeed either
  *                 way (nothing is lost: the row is stored even when the
  *                 region is gone), and once the region is back, k holds
- *                 data. -N rounds (a reload takes the daemon's 200 ms
- *                 debounce, so a round takes about half a second).
+ *                 data. -N rounds.
+ *   close_outside (only with -D) k = "old", open for writing with data.
+ *                 A: close(). B: an outside writer (a connection of its
+ *                 own to the database file, as the sqlite3 shell) sets k
+ *                 to "outside-N". Orders: the database holds data or
+ *                 outside-N, and the mount must come to show what the
+ *                 database holds (the change feed's bound; B waits up to
+ *                 10 s): a value stranded in the cache never would. -N
+ *                 rounds.
  *
  * Output: one line per scenario on stdout,
  *   race: scenario=NAME rounds=N bad=N errors=N [outcome counts]
@@ -67,6 +74,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <sqlite3.h>
 
 #define VAL_CAP 256
 
@@ -104,6 +113,8 @@ static struct {
 	char ini_orig[4096];	  /* its content at start */
 	unsigned reload_rounds;	  /* -N */
 	char config_path[600];	  /* MOUNT/.regionfs/config */
+	const char *db;		  /* -D: the mount's database file */
+	char region[256];	  /* the region's name (the last part of -d) */
 } g = {.rounds = 200, .max_reports = 10, .watchdog_s = 600,
        .reload_rounds = 50};
 
@@ -440,6 +451,92 @@ static const char *check_reload(struct round *r, char *why, size_t len)
 	return why;
 }
 
+/* ---- an outside writer -------------------------------------------------- */
+
+static const char *base(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+/* Runs sql with ?1 = the region, ?2 = the key of path, ?3 = text. */
+static int outside_sql(const char *sql, const char *path, const char *text,
+		       char *out, size_t outlen)
+{
+	sqlite3_stmt *st = NULL;
+	sqlite3 *db = NULL;
+	int rc;
+
+	rc = sqlite3_open_v2(g.db, &db, SQLITE_OPEN_READWRITE, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_busy_timeout(db, 10000);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, g.region, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, base(path), -1, SQLITE_STATIC);
+		if (text)
+			sqlite3_bind_text(st, 3, text, -1, SQLITE_STATIC);
+		rc = sqlite3_step(st);
+		if (rc == SQLITE_ROW && out)
+			snprintf(out, outlen, "%.*s", sqlite3_column_bytes(st, 0),
+				 (const char *)sqlite3_column_blob(st, 0));
+		else if (rc == SQLITE_DONE && out)
+			rc = SQLITE_NOTFOUND;
+	}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE && rc != SQLITE_NOTFOUND)
+		fprintf(stderr, "race: sqlite3: %s\n", sqlite3_errmsg(db));
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0
+	       : rc == SQLITE_NOTFOUND		    ? -ENOENT
+						    : -EIO;
+}
+
+static int setup_outside(struct round *r)
+{
+	int rc = put(r->k[0], "old");
+
+	return rc ? rc : setup_open(r);
+}
+
+static int b_outside(struct round *r)
+{
+	char text[64];
+
+	snprintf(text, sizeof(text), "outside-%u", r->n);
+	return outside_sql("INSERT INTO kv(region, key, value) "
+			   "VALUES (?1, ?2, CAST(?3 AS BLOB)) "
+			   "ON CONFLICT(region, key) DO UPDATE "
+			   "SET value = excluded.value",
+			   r->k[0], text, NULL, 0);
+}
+
+static const char *check_outside(struct round *r, char *why, size_t len)
+{
+	char want[VAL_CAP], v[VAL_CAP], other[64], s[80];
+	int i, rc;
+
+	snprintf(other, sizeof(other), "outside-%u", r->n);
+	rc = outside_sql("SELECT value FROM kv WHERE region = ?1 AND key = ?2",
+			 r->k[0], NULL, want, sizeof(want));
+	if (rc || (strcmp(want, r->data) && strcmp(want, other))) {
+		snprintf(why, len, "the database holds %s",
+			 show(rc, want, s, sizeof(s)));
+		return why;
+	}
+	for (i = 0; i < 10000; i++) { /* the change feed's delay */
+		rc = get(r->k[0], v);
+		if (rc == 0 && strcmp(v, want) == 0)
+			return NULL;
+		usleep(1000);
+	}
+	snprintf(why, len, "the database holds \"%s\", the mount still %s",
+		 want, show(rc, v, s, sizeof(s)));
+	return why;
+}
+
 static const struct scenario scenarios[] = {
 	{"close_unlink", 1, setup_open, a_close, b_unlink, check_absent, false},
 	{"close_rename", 2, setup_open, a_close, b_rename, check_moved, false},
@@ -453,6 +550,8 @@ static const struct scenario scenarios[] = {
 	{"truncate_close", 1, setup_trunc, a_close, b_truncate, check_trunc,
 	 false},
 	{"close_reload", 1, setup_open, a_close, b_reload_away, check_reload,
+	 false},
+	{"close_outside", 1, setup_outside, a_close, b_outside, check_outside,
 	 false},
 };
 #define NSCENARIOS (sizeof(scenarios) / sizeof(scenarios[0]))
@@ -497,7 +596,8 @@ static int run(const struct scenario *sc)
 	unsigned i, bad = 0, errors = 0, absent = 0;
 	char why[512];
 	int j, rc;
-	unsigned rounds = sc->b == b_reload_away ? g.reload_rounds : g.rounds;
+	bool slow = sc->b == b_reload_away || sc->b == b_outside;
+	unsigned rounds = slow ? g.reload_rounds : g.rounds;
 
 	g.sc = sc;
 	for (i = 0; i < rounds; i++) {
@@ -559,7 +659,8 @@ static void usage(void)
 
 	fprintf(stderr, "usage: race -d REGION_DIR [-n rounds] "
 			"[-s scenario,...] [-v max_reports] [-t watchdog_s]\n"
-			"            [-c regions.ini [-N reload_rounds] [-p pid]]\n"
+			"            [-N slow_rounds] [-c regions.ini [-p pid]] "
+			"[-D database]\n"
 			"scenarios:");
 	for (i = 0; i < NSCENARIOS; i++)
 		fprintf(stderr, " %s", scenarios[i].name);
@@ -609,7 +710,7 @@ int main(int argc, char **argv)
 	int c, worst = 0, rc, n = 0;
 	size_t i;
 
-	while ((c = getopt(argc, argv, "d:n:s:v:t:c:N:p:")) != -1) {
+	while ((c = getopt(argc, argv, "d:n:s:v:t:c:N:p:D:")) != -1) {
 		switch (c) {
 		case 'd': g.dir = optarg; break;
 		case 'n': g.rounds = (unsigned)strtoul(optarg, NULL, 10); break;
@@ -619,6 +720,7 @@ int main(int argc, char **argv)
 		case 'c': g.ini = optarg; break;
 		case 'N': g.reload_rounds = (unsigned)atoi(optarg); break;
 		case 'p': g.pid = (pid_t)atoi(optarg); break;
+		case 'D': g.db = optarg; break;
 		default: usage();
 		}
 	}
@@ -626,6 +728,7 @@ int main(int argc, char **argv)
 		usage();
 	if (g.ini && load_ini())
 		return 2;
+	snprintf(g.region, sizeof(g.region), "%s", base(g.dir));
 	for (i = 0; i < NSCENARIOS; i++)
 		n += chosen(list, scenarios[i].name);
 	if (!n)
@@ -638,7 +741,8 @@ int main(int argc, char **argv)
 		pthread_create(&t[c], NULL, worker, (void *)(intptr_t)c);
 	for (i = 0; i < NSCENARIOS; i++) {
 		if (!chosen(list, scenarios[i].name) ||
-		    (scenarios[i].b == b_reload_away && !g.ini))
+		    (scenarios[i].b == b_reload_away && !g.ini) ||
+		    (scenarios[i].b == b_outside && !g.db))
 			continue;
 		rc = run(&scenarios[i]);
 		if (rc == 1 || (rc == 2 && worst == 0))

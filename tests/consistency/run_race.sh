@@ -8,15 +8,15 @@
 #
 # It also gets regions.ini (-c) and the daemon's pid (-p, for SIGHUP), so
 # the close_reload scenario can take the region away with a reload while a
-# close() commits (-N rounds, each about
-# half a second: a reload waits for the daemon's debounce).
+# close() commits, and the database (-D), so close_outside can write the
+# key as an outside writer while a close() commits (-N rounds each).
 #
 # The rounds per scenario are race's -n (meson.build passes a few hundred,
 # seconds in all). For a long run, thousands per scenario:
 #   REGIONFS=build/fs/regionfs CONS_BIN=build/tests/consistency \
 #       tests/consistency/run_race.sh -n 5000
 # or, from a build directory:
-#   RACE_ROUNDS=5000 RACE_RELOAD_ROUNDS=200 meson test -C build race
+#   RACE_ROUNDS=5000 RACE_SLOW_ROUNDS=500 meson test -C build race
 
 # cons_prog sets the variable it is given (printf -v):
 # shellcheck disable=SC2154
@@ -32,12 +32,12 @@ stripes = 2
 INI
 cons_mount a
 M=$CONS_TMP/a
-args=(-c "$CONS_INI" -p "${CONS_PID[a]}" "$@")
+args=(-c "$CONS_INI" -p "${CONS_PID[a]}" -D "$CONS_DB" "$@")
 if [ -n "${RACE_ROUNDS:-}" ]; then
 	args+=(-n "$RACE_ROUNDS")
 fi
-if [ -n "${RACE_RELOAD_ROUNDS:-}" ]; then
-	args+=(-N "$RACE_RELOAD_ROUNDS")
+if [ -n "${RACE_SLOW_ROUNDS:-}" ]; then
+	args+=(-N "$RACE_SLOW_ROUNDS")
 fi
 out=$CONS_TMP/race.out
 cons_run "$race" -d "$M/race" "${args[@]}" >"$out"
