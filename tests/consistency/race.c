@@ -571,6 +571,8 @@ static void *worker(void *arg)
 	}
 }
 
+static void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 static void report(const char *fmt, ...)
 {
 	va_list ap;
