@@ -1251,7 +1251,7 @@ static void rfs_ll_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 static uint64_t count_keys(void)
 {
 	static atomic_uint_fast64_t cached, cached_at;
-	uint64_t sum = 0, n, bytes, now = now_ns() / 1000000;
+	uint64_t sum = 0, n, bytes, now = rfs_mono_ns() / 1000000;
 	struct rfs_table *t;
 	size_t i;
 
