@@ -47,9 +47,9 @@ struct region_limits {
 	uint64_t max_entries;	 /* evict above this; 0 = unlimited */
 	uint64_t max_bytes;	 /* key + value bytes; 0 = unlimited */
 	uint64_t max_value_size; /* larger values are refused; 0 = no limit */
-	uint64_t ttl_ms;	 /* expire this long after load/write; 0 = never */
-	uint64_t tti_ms;	 /* expire this long after last access; 0 = never */
-	unsigned nstripes;	 /* power of two, 1..REGION_MAX_STRIPES */
+	uint64_t ttl_ms;   /* expire this long after load/write; 0 = never */
+	uint64_t tti_ms;   /* expire this long after last access; 0 = never */
+	unsigned nstripes; /* power of two, 1..REGION_MAX_STRIPES */
 	enum region_strategy strategy;
 };
 
@@ -59,19 +59,19 @@ struct region_limits {
  * snapshot need not be exact to the operation, but every counter only grows.
  */
 struct region_stats {
-	uint64_t gets;		      /* region_get() calls */
-	uint64_t hits;		      /* served from the cache */
-	uint64_t misses;	      /* not in the cache (incl. coalesced) */
-	uint64_t coalesced;	      /* misses that waited for another's load */
-	uint64_t loads;		      /* flights completed successfully */
-	uint64_t load_failures;	      /* flights completed with an error */
-	uint64_t load_not_found;      /* flights completed with -ENOENT */
-	uint64_t load_ns;	      /* total time flights were in the air */
-	uint64_t stale_puts_rejected; /* installs refused by the guard */
-	uint64_t uncacheable;	      /* loaded values too big to install */
-	uint64_t installs;	      /* values installed */
+	uint64_t gets;		 /* region_get() calls */
+	uint64_t hits;		 /* served from the cache */
+	uint64_t misses;	 /* not in the cache (incl. coalesced) */
+	uint64_t coalesced;	 /* misses that waited for another's load */
+	uint64_t loads;		 /* flights completed successfully */
+	uint64_t load_failures;	 /* flights completed with an error */
+	uint64_t load_not_found; /* flights completed with -ENOENT */
+	uint64_t load_ns;	 /* total time flights were in the air */
+	uint64_t stale_puts_rejected;	/* installs refused by the guard */
+	uint64_t uncacheable;		/* loaded values too big to install */
+	uint64_t installs;		/* values installed */
 	uint64_t invalidations_local;	/* region_invalidate(), this mount */
-	uint64_t invalidations_outside; /* region_invalidate(), outside writes */
+	uint64_t invalidations_outside; /* region_invalidate(), outside */
 	uint64_t evictions_size;	/* evicted for max_entries/max_bytes */
 	uint64_t evictions_ttl;		/* expired by ttl */
 	uint64_t evictions_tti;		/* expired by tti */

@@ -38,9 +38,11 @@ struct store_meta {
 	uint64_t version; /* grows by one with every change of the row */
 };
 
-/* Flags for the change calls. */
-#define STORE_DURABLE 0x1u /* fsync-level: survives power loss, not only a
-			    * killed process */
+/*
+ * Flags for the change calls. STORE_DURABLE: fsync-level, survives power
+ * loss, not only a killed process.
+ */
+#define STORE_DURABLE 0x1u
 
 struct store_options {
 	unsigned busy_timeout_ms; /* wait for outside writers; 0 = 5000 */
@@ -120,8 +122,8 @@ int store_region_usage(struct store *st, const char *region, uint64_t *nkeys,
  * daemon was too slow), fn is called once with key NULL for every region
  * ("invalidate everything"), region NULL too.
  */
-typedef int (*store_change_fn)(void *ctx, const char *region,
-			       const void *key, size_t klen);
+typedef int (*store_change_fn)(void *ctx, const char *region, const void *key,
+			       size_t klen);
 int store_changes_head(struct store *st, uint64_t *cursor);
 int store_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
 		  void *ctx);
@@ -129,12 +131,12 @@ int store_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
 int store_changes_prune(struct store *st, uint64_t max_age_ms);
 
 struct store_stats {
-	uint64_t commits;     /* write transactions committed */
-	uint64_t rows;	      /* changes committed */
-	uint64_t max_batch;   /* most changes in one transaction */
-	uint64_t errors;      /* failed changes */
+	uint64_t commits;   /* write transactions committed */
+	uint64_t rows;	    /* changes committed */
+	uint64_t max_batch; /* most changes in one transaction */
+	uint64_t errors;    /* failed changes */
 	uint64_t busy_retries;
-	uint64_t commit_ns;   /* total time in COMMIT */
+	uint64_t commit_ns; /* total time in COMMIT */
 };
 void store_stats(struct store *st, struct store_stats *out);
 
