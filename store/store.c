@@ -1,8 +1,8 @@
 /*
  * store.c - SQLite persistence for regionfs: opening and the schema,
  * per-thread read connections, reads and listing, and the writer thread
- * with group commit. The change feed is in feed.c; store_int.h holds what
- * the two share (struct store and its lock map).
+ * with group commit. The change feed is in changes.c; store_int.h holds
+ * what the two share (struct store and its lock map).
  *
  * One database file in WAL mode holds every region's keys in table kv; a
  * second table, changes, is a change feed filled by triggers on kv for
@@ -50,9 +50,9 @@
  * transaction the writer reads the feed's head (sqlite_sequence) before
  * its first statement and after its last; SQLite admits one writer at a
  * time, so every sequence number in between is ours. It records that
- * range (feed.c) after COMMIT succeeds, holding ranges_lock across COMMIT
+ * range (changes.c) after COMMIT succeeds, holding ranges_lock across COMMIT
  * and the recording, so a poller that has read a committed row of ours
- * always finds its range; a rolled-back batch records nothing. feed.c's
+ * always finds its range; a rolled-back batch records nothing. changes.c's
  * note explains the ranges and how store_changes() reads the feed.
  *
  * Locking (the map is at struct store, store_int.h): lock guards the op

@@ -1,10 +1,11 @@
 /*
  * store_int.h - what the store's .c files share and fs/ must not see.
  *
- *   store.c  open/schema, per-thread read connections, reads and listing,
- *            the writer thread with group commit, the change calls
- *   feed.c   the change feed (store_changes) and the own-change ranges
- *            that let it skip our writer's own changes
+ *   store.c    open/schema, per-thread read connections, reads and
+ *              listing, the writer thread with group commit, the change
+ *              calls
+ *   changes.c  the change feed (store_changes*()) and the own-change
+ *              ranges that let it skip our writer's own changes
  *
  * Internal functions are non-static with the store__ prefix; everything
  * else stays static in its file. Functions returning int return 0 or a
@@ -131,7 +132,7 @@ int store__step_int(sqlite3 *db, sqlite3_stmt *s, int64_t *v);
 int store__rstmt(struct store *st, int idx, struct rconn **rcp,
 		 sqlite3_stmt **out);
 
-/* ---- feed.c ------------------------------------------------------------- */
+/* ---- changes.c ---------------------------------------------------------- */
 
 /*
  * Records lo..hi (nothing if hi < lo) as our own feed range. The caller,

@@ -1,6 +1,6 @@
 /*
- * feed.c - the store's change feed, and the own-change ranges that let it
- * skip this store's own writes.
+ * changes.c - the store's change feed (store_changes*()), and the
+ * own-change ranges that let it skip this store's own writes.
  *
  * The feed is table changes, filled by triggers on kv (store_sql.h) for
  * every writer: our writer thread, the sqlite3 shell, other processes and
