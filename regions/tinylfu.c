@@ -69,8 +69,10 @@
  * records (full buffer, contended stripe) cost a little recency and
  * frequency information, never correctness.
  *
- * Bounded work: every call moves or examines at most 2 + 2 x TLFU_MOVES
- * entries; the sketch reset walks counters, not entries (sketch.c).
+ * Bounded work: an insert or an eviction moves or examines at most
+ * 2 + TLFU_MOVES entries, a hit 1 + TLFU_MOVES, so a drain of the 64-slot
+ * access buffer at most 64 x 9 = 576 (under the 1,024 per lock hold the
+ * engine promises); the sketch reset walks counters, not entries.
  *
  * Memory: per entry one byte (entry.queue, shared with S3-FIFO) plus the
  * sketch, sized from the entries actually held (up to the entry quota):
@@ -85,7 +87,7 @@
 #define TLFU_WINDOW_INIT 0.01	/* window share at start */
 #define TLFU_PROTECTED	 0.80	/* protected share of main */
 #define TLFU_WARM_FREQ	 6    /* hash-flooding guard threshold */
-#define TLFU_MOVES	 16   /* rebalancing moves per call */
+#define TLFU_MOVES	 8    /* rebalancing moves per call */
 #define TLFU_MIN_SKETCH	 64   /* entries a sketch is sized for at least */
 #define GHOST_BITS_PER_KEY 8 /* ghost filter: ~2.4% false positives */
 #define GHOST_PROBES	   4  /* per generation */
