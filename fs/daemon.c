@@ -236,51 +236,21 @@ static void sweep_all(void)
 static int watch_config(void)
 {
 	char dir[PATH_MAX];
-	const char *slash = strrchr(rfs.config_path, '/');
-	size_t len = slash ? (size_t)(slash - rfs.config_path) : 0;
-	int fd;
+	int fd = rfs_watch_dir(rfs.config_path, IN_CLOSE_WRITE | IN_MOVED_TO,
+			       dir, sizeof(dir));
 
-	if (!slash || len + 1 >= sizeof(dir))
-		return -1;
-	memcpy(dir, rfs.config_path, len);
-	dir[len ? len : 1] = '\0';
-	if (!len)
-		dir[0] = '/';
-	fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (fd < 0)
-		goto fail;
-	if (inotify_add_watch(fd, dir, IN_CLOSE_WRITE | IN_MOVED_TO) < 0) {
-		close(fd);
-		goto fail;
-	}
-	return fd;
-fail:
+	if (fd >= 0)
+		return fd;
 	rfs_log(RFS_LOG_WARNING,
 		"cannot watch %s (%s): reload with SIGHUP only", dir,
-		strerror(errno));
+		strerror(-fd));
 	return -1;
 }
 
-/* Reads pending events: true if one named regions.ini. */
+/* Reads pending events: true if one named regions.ini (or some were lost). */
 static bool config_event(int fd)
 {
-	char buf[4096]
-		__attribute__((aligned(__alignof__(struct inotify_event))));
-	const char *base = strrchr(rfs.config_path, '/') + 1;
-	bool hit = false;
-	ssize_t n;
-	char *p;
-
-	while ((n = read(fd, buf, sizeof(buf))) > 0) {
-		for (p = buf; p < buf + n;) {
-			const struct inotify_event *ev = (void *)p;
-
-			if (ev->len && strcmp(ev->name, base) == 0)
-				hit = true;
-			p += sizeof(*ev) + ev->len;
-		}
-	}
-	return hit;
+	return rfs_watch_hit(fd, strrchr(rfs.config_path, '/') + 1, false);
 }
 
 static void drain(int fd)
