@@ -13,43 +13,43 @@
 #
 # The rounds per scenario are race's -n (meson.build passes a few hundred,
 # seconds in all). For a long run, thousands per scenario:
-#   REGIONFS=build/fs/regionfs CONS_BIN=build/tests/consistency \
+#   REGIONFS=build/fs/regionfs RFS_HELPERS=build/tests/consistency \
 #       tests/consistency/run_race.sh -n 5000
 # or, from a build directory:
 #   RACE_ROUNDS=5000 RACE_SLOW_ROUNDS=500 meson test -C build race
 
-# cons_prog sets the variable it is given (printf -v):
+# rfs_helper sets the variable it is given (printf -v):
 # shellcheck disable=SC2154
-. "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../common/harness.sh"
 
-cons_init
-cons_prog race race
-cat >"$CONS_INI" <<'INI'
+rfs_init
+rfs_helper race race
+cat >"$RFS_INI" <<'INI'
 [race]
 max_entries = 64
 max_value_size = 4K
 stripes = 2
 INI
-cons_mount a
-M=$CONS_TMP/a
-args=(-c "$CONS_INI" -p "${CONS_PID[a]}" -D "$CONS_DB" "$@")
+rfs_mount_as a
+M=$RFS_TMP/a
+args=(-c "$RFS_INI" -p "${RFS_PIDS[a]}" -D "$RFS_DB" "$@")
 if [ -n "${RACE_ROUNDS:-}" ]; then
 	args+=(-n "$RACE_ROUNDS")
 fi
 if [ -n "${RACE_SLOW_ROUNDS:-}" ]; then
 	args+=(-N "$RACE_SLOW_ROUNDS")
 fi
-out=$CONS_TMP/race.out
-cons_run "$race" -d "$M/race" "${args[@]}" >"$out"
+out=$RFS_TMP/race.out
+rfs_run "$race" -d "$M/race" "${args[@]}" >"$out"
 rc=$?
 cat "$out"
-cons_alive a
-grep -q '^race: ' "$out" || cons_fail "race printed no summary (exit $rc)"
+rfs_alive a
+grep -q '^race: ' "$out" || rfs_fail "race printed no summary (exit $rc)"
 case $rc in
-0) cons_ok "every round ended in a serial outcome" ;;
-1) cons_fail "rounds ended in outcomes no serial order gives (see above)" ;;
-*) cons_fail "race failed with errors (exit $rc)" ;;
+0) rfs_ok "every round ended in a serial outcome" ;;
+1) rfs_fail "rounds ended in outcomes no serial order gives (see above)" ;;
+*) rfs_fail "race failed with errors (exit $rc)" ;;
 esac
-cons_umount a
-cons_ok "clean unmount"
-cons_done
+rfs_umount a
+rfs_ok "clean unmount"
+rfs_done
