@@ -2,7 +2,7 @@
  * race.c - changes of one name racing each other, through a regionfs mount.
  *
  * usage: race -d REGION_DIR [-n rounds] [-s scenario[,scenario...]]
- *             [-v max_reports] [-t watchdog_s] [-N rounds]
+ *             [-t watchdog_s] [-N rounds]
  *             [-c regions.ini [-p daemon_pid]] [-D database]
  *
  * Each round of a scenario prepares a few keys, then releases two threads
@@ -54,7 +54,7 @@
  *
  * Output: one line per scenario on stdout,
  *   race: scenario=NAME rounds=N bad=N errors=N [outcome counts]
- * and up to -v detailed violations on stderr. Exit 0 if every scenario
+ * and the first TL_REPORT_MAX detailed violations on stderr (testlib). Exit 0 if every scenario
  * had no bad round and no error, 1 if a round ended in an outcome no
  * serial order gives, 2 on usage or I/O errors.
  *
@@ -68,7 +68,6 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +75,8 @@
 #include <unistd.h>
 
 #include <sqlite3.h>
+
+#include "testlib.h"
 
 #define VAL_CAP 256
 
@@ -101,8 +102,6 @@ struct scenario {
 static struct {
 	const char *dir;
 	unsigned rounds;
-	unsigned max_reports;
-	unsigned reports;
 	unsigned watchdog_s;
 	pthread_barrier_t start, end;
 	const struct scenario *sc; /* the one running */
@@ -115,7 +114,7 @@ static struct {
 	char config_path[600];	  /* MOUNT/.regionfs/config */
 	const char *db;		  /* -D: the mount's database file */
 	char region[256];	  /* the region's name (the last part of -d) */
-} g = {.rounds = 200, .max_reports = 10, .watchdog_s = 600,
+} g = {.rounds = 200, .watchdog_s = 600,
        .reload_rounds = 50};
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -125,21 +124,10 @@ static int err(int rc)
 	return rc < 0 ? -errno : 0;
 }
 
-/* Writes a whole value with O_CREAT|O_TRUNC and close(). */
+/* Writes a whole value with O_CREAT|O_TRUNC and close() (committed). */
 static int put(const char *path, const char *v)
 {
-	size_t len = strlen(v);
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-
-	if (fd < 0)
-		return -errno;
-	if (write(fd, v, len) != (ssize_t)len) {
-		int rc = -errno;
-
-		close(fd);
-		return rc ? rc : -EIO;
-	}
-	return err(close(fd));
+	return tl_write_file(path, v, strlen(v));
 }
 
 /* Opens path for writing (flags added) and writes v. -errno or the fd. */
@@ -163,16 +151,11 @@ static int open_write(const char *path, int flags, const char *v)
  */
 static int get(const char *path, char *buf)
 {
-	ssize_t n, len = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t len = 0;
+	int rc = tl_read_file(path, buf, VAL_CAP - 1, &len);
 
-	if (fd < 0)
-		return -errno;
-	while ((n = read(fd, buf + len, VAL_CAP - 1 - len)) > 0)
-		len += n;
-	buf[len] = '\0';
-	close(fd);
-	return n < 0 ? -EIO : 0;
+	buf[rc ? 0 : len] = '\0';
+	return rc;
 }
 
 /* "absent" or the value in quotes, for messages. */
@@ -423,7 +406,7 @@ static int reload_to(const char *text, bool present)
 	for (i = 0; i < 10000; i++) {
 		if (generation() > g0 && (access(g.dir, F_OK) == 0) == present)
 			return 0;
-		usleep(1000);
+		tl_sleep_us(1000);
 	}
 	return -ETIMEDOUT;
 }
@@ -530,7 +513,7 @@ static const char *check_outside(struct round *r, char *why, size_t len)
 		rc = get(r->k[0], v);
 		if (rc == 0 && strcmp(v, want) == 0)
 			return NULL;
-		usleep(1000);
+		tl_sleep_us(1000);
 	}
 	snprintf(why, len, "the database holds \"%s\", the mount still %s",
 		 want, show(rc, v, s, sizeof(s)));
@@ -571,19 +554,6 @@ static void *worker(void *arg)
 	}
 }
 
-static void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void report(const char *fmt, ...)
-{
-	va_list ap;
-
-	if (g.reports++ >= g.max_reports)
-		return;
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-}
-
 static void cleanup_round(const struct round *r, int nkeys)
 {
 	int i;
@@ -614,7 +584,7 @@ static int run(const struct scenario *sc)
 		snprintf(r->data, sizeof(r->data), "data-%s-%u", sc->name, i);
 		rc = sc->setup(r);
 		if (rc) {
-			report("%s round %u: setup: %s\n", sc->name, i,
+			tl_report("%s round %u: setup: %s\n", sc->name, i,
 			       strerror(-rc));
 			errors++;
 			cleanup_round(r, sc->nkeys);
@@ -625,12 +595,12 @@ static int run(const struct scenario *sc)
 		if (r->fd >= 0)
 			close(r->fd);
 		if (sc->check(r, why, sizeof(why))) {
-			report("%s round %u: not a serial outcome: %s\n",
+			tl_report("%s round %u: not a serial outcome: %s\n",
 			       sc->name, i, why);
 			bad++;
 		} else if (r->rc[0] ||
 			   (r->rc[1] && !(sc->b_enoent && r->rc[1] == -ENOENT))) {
-			report("%s round %u: A %s, B %s\n", sc->name, i,
+			tl_report("%s round %u: A %s, B %s\n", sc->name, i,
 			       strerror(-r->rc[0]), strerror(-r->rc[1]));
 			errors++;
 		}
@@ -660,7 +630,7 @@ static void usage(void)
 	size_t i;
 
 	fprintf(stderr, "usage: race -d REGION_DIR [-n rounds] "
-			"[-s scenario,...] [-v max_reports] [-t watchdog_s]\n"
+			"[-s scenario,...] [-t watchdog_s]\n"
 			"            [-N slow_rounds] [-c regions.ini [-p pid]] "
 			"[-D database]\n"
 			"scenarios:");
@@ -712,12 +682,11 @@ int main(int argc, char **argv)
 	int c, worst = 0, rc, n = 0;
 	size_t i;
 
-	while ((c = getopt(argc, argv, "d:n:s:v:t:c:N:p:D:")) != -1) {
+	while ((c = getopt(argc, argv, "d:n:s:t:c:N:p:D:")) != -1) {
 		switch (c) {
 		case 'd': g.dir = optarg; break;
 		case 'n': g.rounds = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 's': list = optarg; break;
-		case 'v': g.max_reports = (unsigned)atoi(optarg); break;
 		case 't': g.watchdog_s = (unsigned)atoi(optarg); break;
 		case 'c': g.ini = optarg; break;
 		case 'N': g.reload_rounds = (unsigned)atoi(optarg); break;
