@@ -178,9 +178,10 @@ static struct {
 	struct feed_state s;	      /* feed thread only (set before start) */
 	atomic_uint_fast64_t changes; /* feed_changes */
 	atomic_uint_fast64_t lag_ms;  /* feed_lag_ms */
-	atomic_uint_fast64_t done_ns; /* rfs_mono_ns() of the last complete pass */
-	int wfd;		      /* inotify on the database's directory */
-	int wake[2];		      /* rfs_feed_stop() writes to wake[1] */
+	atomic_uint_fast64_t
+		done_ns; /* rfs_mono_ns() of the last complete pass */
+	int wfd;	 /* inotify on the database's directory */
+	int wake[2];	 /* rfs_feed_stop() writes to wake[1] */
 } feed = {.wfd = -1, .wake = {-1, -1}};
 
 void rfs_feed_counters(uint64_t *changes, uint64_t *lag_ms)
@@ -421,9 +422,8 @@ static int watch_db(void)
 	if (!rfs.db_path)
 		return -1; /* unit tests without a database path */
 	fd = rfs_watch_dir(rfs.db_path,
-			       IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO |
-				       IN_CREATE,
-			       dir, sizeof(dir));
+			   IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE,
+			   dir, sizeof(dir));
 
 	if (fd >= 0)
 		return fd;

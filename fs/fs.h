@@ -187,8 +187,8 @@ void rfs_state_fini(void);
  * *old gets the previous table (a reference). On error writes a message
  * into err and changes nothing.
  */
-int rfs_state_replace(const struct config *c, struct rfs_table **old,
-		      char *err, size_t errlen);
+int rfs_state_replace(const struct config *c, struct rfs_table **old, char *err,
+		      size_t errlen);
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t rfs_mono_ns(void);

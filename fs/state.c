@@ -155,7 +155,8 @@ bool rfs_watch_hit(int fd, const char *base, bool prefix)
 
 			if (ev->mask & IN_Q_OVERFLOW)
 				hit = true; /* events were lost */
-			else if (ev->len && strncmp(ev->name, base, blen) == 0 &&
+			else if (ev->len &&
+				 strncmp(ev->name, base, blen) == 0 &&
 				 (prefix || ev->name[blen] == '\0'))
 				hit = true;
 			p += sizeof(*ev) + ev->len;
@@ -499,8 +500,8 @@ void rfs_state_fini(void)
 	rfs_table_unref(table_swap(NULL));
 }
 
-int rfs_state_replace(const struct config *c, struct rfs_table **old,
-		      char *err, size_t errlen)
+int rfs_state_replace(const struct config *c, struct rfs_table **old, char *err,
+		      size_t errlen)
 {
 	struct rfs_table *t;
 	int rc;

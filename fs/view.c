@@ -33,7 +33,6 @@ void rfs_counters_sum(struct rfs_counters *out)
 	out->feed_poll_age_ms = rfs_feed_poll_age_ms();
 }
 
-
 int rfs_view_build(struct rfs_view_hold *h)
 {
 	struct rfs_view *v = &h->view;
@@ -76,4 +75,3 @@ void rfs_view_release(struct rfs_view_hold *h)
 	rfs_table_unref(h->t);
 	h->t = NULL;
 }
-

@@ -81,11 +81,11 @@
 #define VAL_CAP 256
 
 struct round {
-	unsigned n;	 /* round number */
-	char k[4][512];	 /* paths of the round's keys */
-	char data[64];	 /* the round's unique value */
-	int fd;		 /* what A closes, or -1 */
-	int rc[2];	 /* 0 or -errno of A and B */
+	unsigned n;	/* round number */
+	char k[4][512]; /* paths of the round's keys */
+	char data[64];	/* the round's unique value */
+	int fd;		/* what A closes, or -1 */
+	int rc[2];	/* 0 or -errno of A and B */
 };
 
 struct scenario {
@@ -107,15 +107,14 @@ static struct {
 	const struct scenario *sc; /* the one running */
 	struct round r;
 	bool quit;
-	const char *ini;	  /* -c: regions.ini of the mount */
-	pid_t pid;		  /* -p: the daemon, for SIGHUP */
-	char ini_orig[4096];	  /* its content at start */
-	unsigned reload_rounds;	  /* -N */
-	char config_path[600];	  /* MOUNT/.regionfs/config */
-	const char *db;		  /* -D: the mount's database file */
-	char region[256];	  /* the region's name (the last part of -d) */
-} g = {.rounds = 200, .watchdog_s = 600,
-       .reload_rounds = 50};
+	const char *ini;	/* -c: regions.ini of the mount */
+	pid_t pid;		/* -p: the daemon, for SIGHUP */
+	char ini_orig[4096];	/* its content at start */
+	unsigned reload_rounds; /* -N */
+	char config_path[600];	/* MOUNT/.regionfs/config */
+	const char *db;		/* -D: the mount's database file */
+	char region[256];	/* the region's name (the last part of -d) */
+} g = {.rounds = 200, .watchdog_s = 600, .reload_rounds = 50};
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -463,7 +462,8 @@ static int outside_sql(const char *sql, const char *path, const char *text,
 			sqlite3_bind_text(st, 3, text, -1, SQLITE_STATIC);
 		rc = sqlite3_step(st);
 		if (rc == SQLITE_ROW && out)
-			snprintf(out, outlen, "%.*s", sqlite3_column_bytes(st, 0),
+			snprintf(out, outlen, "%.*s",
+				 sqlite3_column_bytes(st, 0),
 				 (const char *)sqlite3_column_blob(st, 0));
 		else if (rc == SQLITE_DONE && out)
 			rc = SQLITE_NOTFOUND;
@@ -473,8 +473,8 @@ static int outside_sql(const char *sql, const char *path, const char *text,
 	sqlite3_finalize(st);
 	sqlite3_close(db);
 	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0
-	       : rc == SQLITE_NOTFOUND		    ? -ENOENT
-						    : -EIO;
+	       : rc == SQLITE_NOTFOUND		     ? -ENOENT
+						     : -EIO;
 }
 
 static int setup_outside(struct round *r)
@@ -579,13 +579,13 @@ static int run(const struct scenario *sc)
 		r->n = i;
 		r->fd = -1;
 		for (j = 0; j < sc->nkeys; j++)
-			snprintf(r->k[j], sizeof(r->k[j]), "%s/%s-%u-%c",
-				 g.dir, sc->name, i, 'a' + j);
+			snprintf(r->k[j], sizeof(r->k[j]), "%s/%s-%u-%c", g.dir,
+				 sc->name, i, 'a' + j);
 		snprintf(r->data, sizeof(r->data), "data-%s-%u", sc->name, i);
 		rc = sc->setup(r);
 		if (rc) {
 			tl_report("%s round %u: setup: %s\n", sc->name, i,
-			       strerror(-rc));
+				  strerror(-rc));
 			errors++;
 			cleanup_round(r, sc->nkeys);
 			continue;
@@ -596,12 +596,12 @@ static int run(const struct scenario *sc)
 			close(r->fd);
 		if (sc->check(r, why, sizeof(why))) {
 			tl_report("%s round %u: not a serial outcome: %s\n",
-			       sc->name, i, why);
+				  sc->name, i, why);
 			bad++;
-		} else if (r->rc[0] ||
-			   (r->rc[1] && !(sc->b_enoent && r->rc[1] == -ENOENT))) {
+		} else if (r->rc[0] || (r->rc[1] && !(sc->b_enoent &&
+						      r->rc[1] == -ENOENT))) {
 			tl_report("%s round %u: A %s, B %s\n", sc->name, i,
-			       strerror(-r->rc[0]), strerror(-r->rc[1]));
+				  strerror(-r->rc[0]), strerror(-r->rc[1]));
 			errors++;
 		}
 		if (access(r->k[0], F_OK) != 0)
@@ -629,11 +629,12 @@ static void usage(void)
 {
 	size_t i;
 
-	fprintf(stderr, "usage: race -d REGION_DIR [-n rounds] "
-			"[-s scenario,...] [-t watchdog_s]\n"
-			"            [-N slow_rounds] [-c regions.ini [-p pid]] "
-			"[-D database]\n"
-			"scenarios:");
+	fprintf(stderr,
+		"usage: race -d REGION_DIR [-n rounds] "
+		"[-s scenario,...] [-t watchdog_s]\n"
+		"            [-N slow_rounds] [-c regions.ini [-p pid]] "
+		"[-D database]\n"
+		"scenarios:");
 	for (i = 0; i < NSCENARIOS; i++)
 		fprintf(stderr, " %s", scenarios[i].name);
 	fprintf(stderr, "\n");
@@ -684,15 +685,32 @@ int main(int argc, char **argv)
 
 	while ((c = getopt(argc, argv, "d:n:s:t:c:N:p:D:")) != -1) {
 		switch (c) {
-		case 'd': g.dir = optarg; break;
-		case 'n': g.rounds = (unsigned)strtoul(optarg, NULL, 10); break;
-		case 's': list = optarg; break;
-		case 't': g.watchdog_s = (unsigned)atoi(optarg); break;
-		case 'c': g.ini = optarg; break;
-		case 'N': g.reload_rounds = (unsigned)atoi(optarg); break;
-		case 'p': g.pid = (pid_t)atoi(optarg); break;
-		case 'D': g.db = optarg; break;
-		default: usage();
+		case 'd':
+			g.dir = optarg;
+			break;
+		case 'n':
+			g.rounds = (unsigned)strtoul(optarg, NULL, 10);
+			break;
+		case 's':
+			list = optarg;
+			break;
+		case 't':
+			g.watchdog_s = (unsigned)atoi(optarg);
+			break;
+		case 'c':
+			g.ini = optarg;
+			break;
+		case 'N':
+			g.reload_rounds = (unsigned)atoi(optarg);
+			break;
+		case 'p':
+			g.pid = (pid_t)atoi(optarg);
+			break;
+		case 'D':
+			g.db = optarg;
+			break;
+		default:
+			usage();
 		}
 	}
 	if (!g.dir || !g.rounds)

@@ -177,9 +177,9 @@ static void test_lock_ino_of_an_unknown_inode(void **state)
 	struct rfs_ident id;
 
 	(void)state;
-	assert_int_equal(rfs_names_lock_ino(&l, RFS_INO_DYNAMIC + 1000, false,
-					    &id),
-			 -ENOENT);
+	assert_int_equal(
+		rfs_names_lock_ino(&l, RFS_INO_DYNAMIC + 1000, false, &id),
+		-ENOENT);
 	assert_int_equal(l.n, 0); /* nothing to unlock */
 }
 
