@@ -68,7 +68,6 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +75,8 @@
 #include <unistd.h>
 
 #include <sqlite3.h>
+
+#include "testlib.h"
 
 #define VAL_CAP 256
 
@@ -102,7 +103,6 @@ static struct {
 	const char *dir;
 	unsigned rounds;
 	unsigned max_reports;
-	unsigned reports;
 	unsigned watchdog_s;
 	pthread_barrier_t start, end;
 	const struct scenario *sc; /* the one running */
@@ -128,18 +128,7 @@ static int err(int rc)
 /* Writes a whole value with O_CREAT|O_TRUNC and close(). */
 static int put(const char *path, const char *v)
 {
-	size_t len = strlen(v);
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-
-	if (fd < 0)
-		return -errno;
-	if (write(fd, v, len) != (ssize_t)len) {
-		int rc = -errno;
-
-		close(fd);
-		return rc ? rc : -EIO;
-	}
-	return err(close(fd));
+	return tl_write_file(path, v, strlen(v));
 }
 
 /* Opens path for writing (flags added) and writes v. -errno or the fd. */
@@ -163,16 +152,11 @@ static int open_write(const char *path, int flags, const char *v)
  */
 static int get(const char *path, char *buf)
 {
-	ssize_t n, len = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t len;
+	int rc = tl_read_file(path, buf, VAL_CAP - 1, &len);
 
-	if (fd < 0)
-		return -errno;
-	while ((n = read(fd, buf + len, VAL_CAP - 1 - len)) > 0)
-		len += n;
 	buf[len] = '\0';
-	close(fd);
-	return n < 0 ? -EIO : 0;
+	return rc;
 }
 
 /* "absent" or the value in quotes, for messages. */
@@ -571,19 +555,6 @@ static void *worker(void *arg)
 	}
 }
 
-static void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void report(const char *fmt, ...)
-{
-	va_list ap;
-
-	if (g.reports++ >= g.max_reports)
-		return;
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-}
-
 static void cleanup_round(const struct round *r, int nkeys)
 {
 	int i;
@@ -614,7 +585,7 @@ static int run(const struct scenario *sc)
 		snprintf(r->data, sizeof(r->data), "data-%s-%u", sc->name, i);
 		rc = sc->setup(r);
 		if (rc) {
-			report("%s round %u: setup: %s\n", sc->name, i,
+			tl_report("%s round %u: setup: %s", sc->name, i,
 			       strerror(-rc));
 			errors++;
 			cleanup_round(r, sc->nkeys);
@@ -625,12 +596,12 @@ static int run(const struct scenario *sc)
 		if (r->fd >= 0)
 			close(r->fd);
 		if (sc->check(r, why, sizeof(why))) {
-			report("%s round %u: not a serial outcome: %s\n",
+			tl_report("%s round %u: not a serial outcome: %s",
 			       sc->name, i, why);
 			bad++;
 		} else if (r->rc[0] ||
 			   (r->rc[1] && !(sc->b_enoent && r->rc[1] == -ENOENT))) {
-			report("%s round %u: A %s, B %s\n", sc->name, i,
+			tl_report("%s round %u: A %s, B %s", sc->name, i,
 			       strerror(-r->rc[0]), strerror(-r->rc[1]));
 			errors++;
 		}
@@ -726,6 +697,7 @@ int main(int argc, char **argv)
 		default: usage();
 		}
 	}
+	tl_report_max(g.max_reports);
 	if (!g.dir || !g.rounds)
 		usage();
 	if (g.ini && load_ini())
