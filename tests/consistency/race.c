@@ -2,7 +2,7 @@
  * race.c - changes of one name racing each other, through a regionfs mount.
  *
  * usage: race -d REGION_DIR [-n rounds] [-s scenario[,scenario...]]
- *             [-t watchdog_s] [-N rounds]
+ *             [-v max_reports] [-t watchdog_s] [-N rounds]
  *             [-c regions.ini [-p daemon_pid]] [-D database]
  *
  * Each round of a scenario prepares a few keys, then releases two threads
@@ -54,7 +54,7 @@
  *
  * Output: one line per scenario on stdout,
  *   race: scenario=NAME rounds=N bad=N errors=N [outcome counts]
- * and the first TL_REPORT_MAX detailed violations on stderr (testlib). Exit 0 if every scenario
+ * and up to -v detailed violations on stderr. Exit 0 if every scenario
  * had no bad round and no error, 1 if a round ended in an outcome no
  * serial order gives, 2 on usage or I/O errors.
  *
@@ -102,6 +102,7 @@ struct scenario {
 static struct {
 	const char *dir;
 	unsigned rounds;
+	unsigned max_reports;
 	unsigned watchdog_s;
 	pthread_barrier_t start, end;
 	const struct scenario *sc; /* the one running */
@@ -114,7 +115,10 @@ static struct {
 	char config_path[600];	/* MOUNT/.regionfs/config */
 	const char *db;		/* -D: the mount's database file */
 	char region[256];	/* the region's name (the last part of -d) */
-} g = {.rounds = 200, .watchdog_s = 600, .reload_rounds = 50};
+} g = {.rounds = 200,
+       .max_reports = 10,
+       .watchdog_s = 600,
+       .reload_rounds = 50};
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -123,7 +127,7 @@ static int err(int rc)
 	return rc < 0 ? -errno : 0;
 }
 
-/* Writes a whole value with O_CREAT|O_TRUNC and close() (committed). */
+/* Writes a whole value with O_CREAT|O_TRUNC and close(). */
 static int put(const char *path, const char *v)
 {
 	return tl_write_file(path, v, strlen(v));
@@ -405,7 +409,7 @@ static int reload_to(const char *text, bool present)
 	for (i = 0; i < 10000; i++) {
 		if (generation() > g0 && (access(g.dir, F_OK) == 0) == present)
 			return 0;
-		tl_sleep_us(1000);
+		usleep(1000);
 	}
 	return -ETIMEDOUT;
 }
@@ -513,7 +517,7 @@ static const char *check_outside(struct round *r, char *why, size_t len)
 		rc = get(r->k[0], v);
 		if (rc == 0 && strcmp(v, want) == 0)
 			return NULL;
-		tl_sleep_us(1000);
+		usleep(1000);
 	}
 	snprintf(why, len, "the database holds \"%s\", the mount still %s",
 		 want, show(rc, v, s, sizeof(s)));
@@ -584,7 +588,7 @@ static int run(const struct scenario *sc)
 		snprintf(r->data, sizeof(r->data), "data-%s-%u", sc->name, i);
 		rc = sc->setup(r);
 		if (rc) {
-			tl_report("%s round %u: setup: %s\n", sc->name, i,
+			tl_report("%s round %u: setup: %s", sc->name, i,
 				  strerror(-rc));
 			errors++;
 			cleanup_round(r, sc->nkeys);
@@ -595,12 +599,12 @@ static int run(const struct scenario *sc)
 		if (r->fd >= 0)
 			close(r->fd);
 		if (sc->check(r, why, sizeof(why))) {
-			tl_report("%s round %u: not a serial outcome: %s\n",
+			tl_report("%s round %u: not a serial outcome: %s",
 				  sc->name, i, why);
 			bad++;
 		} else if (r->rc[0] || (r->rc[1] && !(sc->b_enoent &&
 						      r->rc[1] == -ENOENT))) {
-			tl_report("%s round %u: A %s, B %s\n", sc->name, i,
+			tl_report("%s round %u: A %s, B %s", sc->name, i,
 				  strerror(-r->rc[0]), strerror(-r->rc[1]));
 			errors++;
 		}
@@ -631,7 +635,7 @@ static void usage(void)
 
 	fprintf(stderr,
 		"usage: race -d REGION_DIR [-n rounds] "
-		"[-s scenario,...] [-t watchdog_s]\n"
+		"[-s scenario,...] [-v max_reports] [-t watchdog_s]\n"
 		"            [-N slow_rounds] [-c regions.ini [-p pid]] "
 		"[-D database]\n"
 		"scenarios:");
@@ -683,7 +687,7 @@ int main(int argc, char **argv)
 	int c, worst = 0, rc, n = 0;
 	size_t i;
 
-	while ((c = getopt(argc, argv, "d:n:s:t:c:N:p:D:")) != -1) {
+	while ((c = getopt(argc, argv, "d:n:s:v:t:c:N:p:D:")) != -1) {
 		switch (c) {
 		case 'd':
 			g.dir = optarg;
@@ -693,6 +697,9 @@ int main(int argc, char **argv)
 			break;
 		case 's':
 			list = optarg;
+			break;
+		case 'v':
+			g.max_reports = (unsigned)atoi(optarg);
 			break;
 		case 't':
 			g.watchdog_s = (unsigned)atoi(optarg);
@@ -713,6 +720,7 @@ int main(int argc, char **argv)
 			usage();
 		}
 	}
+	tl_report_max(g.max_reports);
 	if (!g.dir || !g.rounds)
 		usage();
 	if (g.ini && load_ini())
