@@ -146,6 +146,7 @@ struct feed_row {
 	uint64_t seq;
 	size_t region_off, key_off, klen;
 	bool own;
+	bool blob; /* region or key is a BLOB: names no file, skipped */
 };
 
 struct feed_page {
@@ -201,6 +202,7 @@ static int page_add(struct feed_page *p, sqlite3_stmt *s)
 	r->region_off = ro;
 	r->key_off = ko;
 	r->klen = sqlite3_column_bytes(s, 2);
+	r->blob = !sqlite3_column_int(s, 3); /* SQL_TEXT_ROW */
 	p->n++;
 	return SQLITE_OK;
 }
@@ -266,7 +268,7 @@ static void feed_emit(struct store *st, struct feed_pass *fp,
 		if (fp->stop)
 			return;
 		*cursor = r->seq;
-		if (r->own)
+		if (r->own || r->blob)
 			continue;
 		fp->calls++;
 		fp->stop = fp->fn(fp->ctx, p->buf + r->region_off,
