@@ -162,6 +162,7 @@ struct feed_state {
 	unsigned nerr;	    /* failed polls in the streak */
 	uint64_t bulk_t0;   /* start of a backlog (>= 1 batch); 0: none */
 	uint64_t bulk_n;    /* changes read in that backlog */
+	bool lost;	    /* the database file was deleted or replaced */
 };
 
 /* One store_changes() call: what the callback needs and counts. */
@@ -376,6 +377,17 @@ static bool feed_poll(struct feed_state *s)
 	uint64_t t0 = mono_ns(), now;
 	int rc;
 
+	if (!s->lost && store_file_lost(rfs.st)) {
+		/* the store refuses everything now: drop what we cache */
+		s->lost = true;
+		invalidate_everything();
+		rfs_log(RFS_LOG_ERR,
+			"database %s was deleted or replaced under the mount: "
+			"every read and write of a key now fails with EIO "
+			"(nothing is written to the old file); unmount, check "
+			"the file and mount again",
+			rfs.db_path);
+	}
 	rc = poll_head(s);
 	if (rc == 0)
 		rc = store_changes(rfs.st, &s->cursor, apply_change, &b);
@@ -436,7 +448,8 @@ static int watch_db(void)
 	fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (fd >= 0 && inotify_add_watch(fd, dir,
 					 IN_MODIFY | IN_CLOSE_WRITE |
-						 IN_MOVED_TO | IN_CREATE) >= 0)
+						 IN_MOVED_TO | IN_CREATE |
+						 IN_DELETE) >= 0)
 		return fd;
 	rfs_log(RFS_LOG_WARNING,
 		"change feed: cannot watch %s (%s): polling every %d ms", dir,

@@ -52,6 +52,7 @@ struct main_opts {
 	char *config; /* -o config= */
 	char *uid;    /* -o uid= */
 	char *gid;    /* -o gid= */
+	int ro;	      /* -o ro (kept for libfuse too) */
 };
 
 #define RFS_OPT(t, f)                                                          \
@@ -61,7 +62,56 @@ struct main_opts {
 
 static const struct fuse_opt main_optspec[] = {
 	RFS_OPT("config=%s", config), RFS_OPT("uid=%s", uid),
-	RFS_OPT("gid=%s", gid), FUSE_OPT_END};
+	RFS_OPT("gid=%s", gid), {"ro", offsetof(struct main_opts, ro), 1},
+	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP), FUSE_OPT_END};
+
+/*
+ * The store's error callback: one log line per store error, with SQLite's
+ * message, the call and the key; at most STORE_LOG_BURST lines a second
+ * (a reader looping on a damaged key must not flood the log), the rest
+ * counted and summed up in the next line that gets through. Every error
+ * is counted by kind in the stats anyway.
+ */
+#define STORE_LOG_BURST 10
+
+static void store_error(void *ctx, int err, enum store_err_kind kind,
+			const char *what, const char *region, const void *key,
+			size_t klen, const char *msg)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static time_t window;
+	static unsigned n, dropped;
+	char esc[RFS_ESC_LEN];
+	unsigned skipped = 0;
+	time_t now = time(NULL);
+	bool log;
+
+	(void)ctx;
+	pthread_mutex_lock(&lock);
+	if (now != window) {
+		window = now;
+		n = 0;
+	}
+	log = n++ < STORE_LOG_BURST;
+	if (log) {
+		skipped = dropped;
+		dropped = 0;
+	} else {
+		dropped++;
+	}
+	pthread_mutex_unlock(&lock);
+	if (!log)
+		return;
+	rfs_log(kind == STORE_ERR_BUSY ? RFS_LOG_WARNING : RFS_LOG_ERR,
+		"store error (%s) in %s%s%s%s%s: %s (%s)%s%.0u%s",
+		store_err_kind_name(kind), what, region ? " " : "",
+		region ? region : "", key ? "/" : "",
+		key ? rfs_escape(key, klen, esc) : "", msg ? msg : "?",
+		strerror(-err), skipped ? " [" : "", skipped,
+		skipped ? " more store errors not logged]" : "");
+}
+
+static struct store_options store_opts = {.on_error = store_error};
 
 static void usage(const char *prog)
 {
@@ -275,7 +325,7 @@ static int store_open_blocked(struct store **st)
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
-	rc = store_open(rfs.db_path, NULL, st);
+	rc = store_open(rfs.db_path, &store_opts, st);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return rc;
 }
@@ -291,6 +341,10 @@ static int check_database(void)
 			strerror(-rc),
 			rc == -EINVAL || rc == -EIO
 				? " (not an SQLite database, or damaged?)"
+			: rc == -EROFS && !store_opts.read_only
+				? " (the file or its directory cannot be "
+				  "written: mount with -o ro to serve it "
+				  "read-only)"
 				: "");
 		return -1;
 	}
@@ -518,6 +572,7 @@ int main(int argc, char *argv[])
 	rc = 1;
 	rfs_log_set_debug(cmd.debug);
 	rfs.foreground = cmd.foreground;
+	store_opts.read_only = o.ro;
 	if (setup_state(&o) || check_mountpoint(cmd.mountpoint) ||
 	    check_database())
 		goto out;

@@ -341,6 +341,15 @@ static void put_store(struct outbuf *o, const struct store_stats *s)
 	put_u64(o, "store_errors", s->errors);
 	put_u64(o, "store_busy_retries", s->busy_retries);
 	put_u64(o, "store_commit_time_us", s->commit_ns / 1000u);
+	for (int k = 0; k < STORE_ERR_NKINDS; k++) {
+		char name[48];
+
+		snprintf(name, sizeof(name), "store_errors_%s",
+			 store_err_kind_name(k));
+		put_u64(o, name, s->errs[k]);
+	}
+	put_u64(o, "store_file_lost", s->file_lost);
+	put_u64(o, "store_read_only", s->read_only);
 }
 
 static void render_global_stats(struct outbuf *o, const struct rfs_view *v,
@@ -667,6 +676,19 @@ static void prom_daemon(struct outbuf *o, const struct rfs_view *v)
 		 "Row changes that failed.", s->errors);
 	prom_u64(o, "regionfs_store_busy_retries_total", "counter",
 		 "Retries after the database was busy.", s->busy_retries);
+	name = "regionfs_store_failures_total";
+	prom_family(o, name, "counter",
+		    "Store errors by kind (a missing key is none).");
+	for (int k = 0; k < STORE_ERR_NKINDS; k++)
+		out_printf(o, "%s{kind=\"%s\"} %" PRIu64 "\n", name,
+			   store_err_kind_name(k), s->errs[k]);
+	prom_u64(o, "regionfs_store_file_lost", "gauge",
+		 "1 once the database file was deleted or replaced under the "
+		 "mount (every key operation then fails with EIO).",
+		 s->file_lost);
+	prom_u64(o, "regionfs_store_read_only", "gauge",
+		 "1 if the database is served read-only (-o ro).",
+		 s->read_only);
 	name = "regionfs_store_commit_seconds_total";
 	prom_family(o, name, "counter", "Time spent in COMMIT.");
 	out_printf(o, "%s ", name);

@@ -132,7 +132,9 @@ int store_changes_head(struct store *st, uint64_t *cursor)
 	int64_t v;
 	int err;
 
-	err = store__rstmt(st, R_HEAD, &rc, &s);
+	err = store__lost(st);
+	if (err == 0)
+		err = store__rstmt(st, R_HEAD, &rc, &s);
 	if (err == 0)
 		err = store__step_int(rc->db, s, &v);
 	if (err)
@@ -229,7 +231,7 @@ static int feed_fetch(struct store *st, uint64_t cursor, uint64_t head,
 		err = page_add(p, s);
 	sqlite3_reset(s);
 	if (err != SQLITE_DONE)
-		return store__sqlerr(rc->db, err);
+		return store__fail(st, rc->db, err, "feed", NULL, NULL, 0);
 	/* our rows were recorded before we could read them: design note */
 	pthread_mutex_lock(&st->ranges_lock);
 	for (i = 0; i < p->n; i++)
@@ -318,7 +320,9 @@ int store_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
 
 	if (!fn)
 		return -EINVAL;
-	err = store__rstmt(st, R_DATA_VERSION, &rc, &s);
+	err = store_file_lost(st) ? store__lost(st) : 0;
+	if (err == 0)
+		err = store__rstmt(st, R_DATA_VERSION, &rc, &s);
 	if (err == 0)
 		err = store__step_int(rc->db, s, &dv);
 	if (err)

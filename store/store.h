@@ -42,9 +42,41 @@ struct store_meta {
 #define STORE_DURABLE 0x1u /* fsync-level: survives power loss, not only a
 			    * killed process */
 
+/*
+ * Kinds of store errors, counted apart (store_stats.errs). A missing key
+ * (-ENOENT) is no error and is never counted.
+ */
+enum store_err_kind {
+	STORE_ERR_CORRUPT,  /* SQLITE_CORRUPT, NOTADB: a damaged file */
+	STORE_ERR_IO,	    /* SQLITE_IOERR, CANTOPEN, ...: the OS said no */
+	STORE_ERR_FULL,	    /* SQLITE_FULL, ENOSPC, EDQUOT */
+	STORE_ERR_BUSY,	    /* BUSY/LOCKED after the busy timeout */
+	STORE_ERR_READONLY, /* SQLITE_READONLY, EROFS */
+	STORE_ERR_NOMEM,    /* SQLITE_NOMEM */
+	STORE_ERR_LOST,	    /* refused: the database file was deleted or
+			     * replaced under the store (store_file_lost) */
+	STORE_ERR_OTHER,    /* anything else (CONSTRAINT, TOOBIG, ...) */
+	STORE_ERR_NKINDS
+};
+
+/*
+ * Called on every store error (not -ENOENT) on the thread that met it,
+ * with no store lock held: err is the -errno returned, what the call
+ * ("load", "put", "list", ...), region and key what it was about (NULL /
+ * 0 when none), msg SQLite's message (or the store's own). Must not call
+ * back into the store.
+ */
+typedef void (*store_error_fn)(void *ctx, int err, enum store_err_kind kind,
+			       const char *what, const char *region,
+			       const void *key, size_t klen, const char *msg);
+
 struct store_options {
 	unsigned busy_timeout_ms; /* wait for outside writers; 0 = 5000 */
 	bool durable;		  /* every commit durable (synchronous=FULL) */
+	bool read_only;		  /* open read-only: no schema change, every
+				   * change call fails with -EROFS */
+	store_error_fn on_error;  /* NULL: errors are only counted */
+	void *error_ctx;
 };
 
 /*
@@ -52,6 +84,9 @@ struct store_options {
  * creates or upgrades the schema (PRAGMA user_version) and starts the
  * writer thread. opts may be NULL for defaults. "." paths and ":memory:"
  * are not supported (readers need their own connections to one file).
+ * A database SQLite can only open read-only (file mode, read-only
+ * filesystem) is refused with -EROFS unless opts->read_only; with it the
+ * file must exist and hold the current schema (-EPROTO otherwise).
  */
 int store_open(const char *path, const struct store_options *opts,
 	       struct store **out);
@@ -135,8 +170,26 @@ struct store_stats {
 	uint64_t errors;      /* failed changes */
 	uint64_t busy_retries;
 	uint64_t commit_ns;   /* total time in COMMIT */
+	uint64_t errs[STORE_ERR_NKINDS]; /* every store error, by kind */
+	bool file_lost;	      /* store_file_lost() has said true */
+	bool read_only;	      /* opened with store_options.read_only */
 };
 void store_stats(struct store *st, struct store_stats *out);
+
+/* Names of the kinds ("corrupt", "io", ...), for stats and logs. */
+const char *store_err_kind_name(enum store_err_kind kind);
+
+/*
+ * True once the database file at the store's path is not the one the
+ * store opened (deleted, or replaced by a rename or a copy: its device or
+ * inode differs). From then on every call fails with -EIO (kind LOST) and
+ * nothing more is written: the open connections still point at the old,
+ * unlinked file, and writing there would be lost at the next start, or,
+ * with the old -wal file applied to the new database, damage it. Sticky.
+ * Costs one stat(); the writer checks before every transaction, and the
+ * daemon's feed thread on every poll, so an idle mount notices too.
+ */
+bool store_file_lost(struct store *st);
 
 /* Maps a SQLite result code to -errno (0 for SQLITE_OK/ROW/DONE). */
 int store_errno(int sqlite_rc);

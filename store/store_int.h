@@ -14,8 +14,10 @@
 #define RFS_STORE_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <sqlite3.h>
 
@@ -84,6 +86,13 @@ struct store {
 	char *path; /* as SQLite should see it */
 	unsigned busy_timeout_ms;
 	bool durable;	   /* synchronous=FULL for every commit */
+	bool read_only;	   /* store_options.read_only */
+	store_error_fn on_error; /* may be NULL */
+	void *error_ctx;
+	dev_t dev;	   /* the database file opened: store_file_lost() */
+	ino_t ino;
+	dev_t side_dev[2]; /* its -wal and -shm files (0/0: none seen) */
+	ino_t side_ino[2];
 	pthread_key_t tls; /* -> this thread's struct rconn */
 	bool tls_ok, locks_ok, thread_ok;
 	pthread_t writer;
@@ -110,12 +119,24 @@ struct store {
 	pthread_mutex_t pool_lock;
 	struct rconn *conns; /* L: pool_lock; every read connection */
 	struct rconn *idle;  /* L: pool_lock; owned by no thread */
+
+	atomic_bool lost; /* the file was deleted or replaced: sticky */
+	atomic_uint_fast64_t errs[STORE_ERR_NKINDS]; /* relaxed counters */
 };
 
 /* ---- store.c ------------------------------------------------------------ */
 
 /* store_errno(), refined by the OS error where SQLite keeps one. */
 int store__sqlerr(sqlite3 *db, int rc);
+/*
+ * store__sqlerr() for a failed call on db, counted by kind and passed to
+ * the error callback with SQLite's message; -ENOENT and 0 pass through
+ * uncounted. what/region/key say what the call was about.
+ */
+int store__fail(struct store *st, sqlite3 *db, int rc, const char *what,
+		const char *region, const void *key, size_t klen);
+/* -EIO (counted as STORE_ERR_LOST) once the file is lost, else 0. */
+int store__lost(struct store *st);
 /* Column col of the current row as an unsigned value; NULL and < 0 give 0. */
 uint64_t store__col_u64(sqlite3_stmt *s, int col);
 /*
