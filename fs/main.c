@@ -127,6 +127,8 @@ static void usage(const char *prog)
 	       "                           (default: " RFS_DEFAULT_CONFIG ")\n"
 	       "    -o uid=N,gid=N         owner shown for every file\n"
 	       "                           (default: the user running it)\n"
+	       "    -o ro                  read-only mount over a read-only\n"
+	       "                           database (refused without it)\n"
 	       "    --check-config FILE    validate FILE, print each region's\n"
 	       "                           effective settings, and exit\n"
 	       "    -h, --help             this help\n"
