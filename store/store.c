@@ -698,7 +698,11 @@ static int copy_value(sqlite3_stmt *s, void **data, uint64_t *len)
 	*len = n;
 	if (n == 0)
 		return 0; /* an empty value reads as NULL */
-	*data = src ? malloc(n) : NULL;
+	if (!src) /* out of memory, or a damaged page (read_row reports) */
+		return sqlite3_errcode(sqlite3_db_handle(s)) == SQLITE_NOMEM
+			       ? -ENOMEM
+			       : -EIO;
+	*data = malloc(n);
 	if (!*data)
 		return -ENOMEM;
 	memcpy(*data, src, n);
@@ -713,16 +717,21 @@ static int read_row(struct rconn *rc, sqlite3_stmt *s, const char *what,
 		    const char *region, const void *key, size_t klen,
 		    int (*row)(sqlite3_stmt *s, void *arg), void *arg)
 {
-	int err = bind_rk(s, region, key, klen);
+	int err = bind_rk(s, region, key, klen), code;
 
 	if (err == SQLITE_OK)
 		err = sqlite3_step(s);
-	if (err == SQLITE_ROW)
+	if (err == SQLITE_ROW) {
 		err = row(s, arg);
-	else
+		code = sqlite3_errcode(rc->db); /* reading a column failed? */
+		if (err && code != SQLITE_OK && code != SQLITE_ROW)
+			err = store__fail(rc->st, rc->db, code, what, region,
+					  key, klen);
+	} else {
 		err = err == SQLITE_DONE ? -ENOENT
 					 : store__fail(rc->st, rc->db, err, what,
 						       region, key, klen);
+	}
 	sqlite3_reset(s);
 	return err;
 }
