@@ -343,6 +343,10 @@ static int check_database(void)
 			strerror(-rc),
 			rc == -EINVAL || rc == -EIO
 				? " (not an SQLite database, or damaged?)"
+			: rc == -EPERM
+				? " (it must be owned by the user running "
+				  "regionfs and not writable by group or "
+				  "others: chown it, chmod 0600 it)"
 			: rc == -EROFS && !store_opts.read_only
 				? " (the file or its directory cannot be "
 				  "written: mount with -o ro to serve it "

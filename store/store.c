@@ -420,6 +420,26 @@ static int create_file(const char *path)
 }
 
 /*
+ * A database someone else could have planted or can rewrite is refused
+ * (-EPERM): it must be a regular file owned by the user running us, not
+ * writable by group or others (SQLite gives -wal and -shm its mode, so a
+ * 0666 file would make them world-writable too). A file readable by
+ * others is the operator's choice and allowed.
+ */
+static int check_owner(const char *path)
+{
+	struct stat sb;
+
+	if (stat(path, &sb))
+		return -errno;
+	if (!S_ISREG(sb.st_mode))
+		return S_ISDIR(sb.st_mode) ? -EISDIR : -EINVAL;
+	if (sb.st_uid != geteuid() || (sb.st_mode & 022))
+		return -EPERM;
+	return 0;
+}
+
+/*
  * Runs constant SQL that yields one row and compares its first column:
  * with text (as text) if text is not NULL, else *v gets it as an integer.
  * Returns 0 (equal or read), 1 (text differs) or -errno.
@@ -1516,6 +1536,8 @@ int store_open(const char *path, const struct store_options *opts,
 	rc = store_init(st, path, opts);
 	if (rc == 0 && !st->read_only)
 		rc = create_file(path);
+	if (rc == 0)
+		rc = check_owner(path);
 	if (rc == 0)
 		rc = writer_open(st);
 	if (rc == 0)

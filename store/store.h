@@ -86,7 +86,10 @@ struct store_options {
  * are not supported (readers need their own connections to one file).
  * A database SQLite can only open read-only (file mode, read-only
  * filesystem) is refused with -EROFS unless opts->read_only; with it the
- * file must exist and hold the current schema (-EPROTO otherwise).
+ * file must exist and hold the current schema (-EPROTO otherwise). A file
+ * not owned by the effective user, or writable by group or others, is
+ * refused with -EPERM (someone else could have planted or could rewrite
+ * it); one that is no regular file with -EINVAL (-EISDIR).
  */
 int store_open(const char *path, const struct store_options *opts,
 	       struct store **out);
