@@ -137,6 +137,8 @@ struct rfs {
 	struct timespec mount_time; /* CLOCK_REALTIME at start */
 	struct stat config_st; /* regions.ini as the start-up load saw it */
 	bool foreground;
+	unsigned grace_s;   /* -o shutdown_grace: wait for writers on SIGTERM */
+	atomic_bool draining; /* SIGTERM: new opens of keys get ESHUTDOWN */
 
 	/* the configuration's state; L: cfg_lock */
 	pthread_mutex_t cfg_lock;
@@ -524,6 +526,8 @@ void rfs_handle_unref(struct rfs_handle *h);
  * (logging errors) and frees every handle the kernel never released.
  */
 void rfs_handles_shutdown(void);
+/* Key files open for writing now (shutdown waits for them to close). */
+unsigned rfs_handles_writers(void);
 
 /*
  * The value of (rr, key) through the cache: a hit, or a load from the

@@ -192,23 +192,59 @@ static struct rfs_handle *pop_any(void)
 	return h;
 }
 
+unsigned rfs_handles_writers(void)
+{
+	struct rfs_handle *h;
+	unsigned n = 0;
+	int i;
+
+	for (i = 0; i < HANDLE_STRIPES; i++) {
+		pthread_mutex_lock(&hstripes[i].mu);
+		for (h = hstripes[i].head; h; h = h->next)
+			n += h->kind == RFS_H_WRITE;
+		pthread_mutex_unlock(&hstripes[i].mu);
+	}
+	return n;
+}
+
+/*
+ * A file still open for writing when the session ends (its writer did not
+ * close it within the grace period) holds data nobody committed: a value
+ * is committed only by its writer's close() or fsync(), so it is dropped,
+ * never stored half-written over the intact old value. Logged per file
+ * and summed up.
+ */
 void rfs_handles_shutdown(void)
 {
 	struct rfs_handle *h;
-	int rc;
+	struct rfs_ident id;
+	char esc[RFS_ESC_LEN];
+	unsigned long long files = 0, bytes = 0;
 
 	/* single-threaded now: the session loop has returned */
 	while ((h = pop_any())) {
 		if (h->kind == RFS_H_WRITE && atomic_load(&h->u.w.dirty)) {
-			rc = rfs_whandle_commit(h, false);
-			if (rc)
-				rfs_log(RFS_LOG_ERR,
-					"shutdown: data of an "
-					"open file is lost: %s",
-					strerror(-rc));
+			size_t len = atomic_load(&h->u.w.len);
+
+			files++;
+			bytes += len;
+			if (rfs_inode_ident(h->u.w.ino, &id) == 0 &&
+			    id.kind == RFS_I_KEY)
+				rfs_log(RFS_LOG_WARNING,
+					"shutdown: %s/%s was still open for "
+					"writing: its %zu uncommitted bytes "
+					"are dropped (the key keeps its last "
+					"committed value)",
+					id.region,
+					rfs_escape(id.key, id.klen, esc), len);
 		}
 		rfs_handle_unref(h);
 	}
+	if (files)
+		rfs_log(RFS_LOG_WARNING,
+			"shutdown: dropped the uncommitted data of %llu open "
+			"file%s (%llu bytes)",
+			files, files == 1 ? "" : "s", bytes);
 }
 
 /* ---- the read path ------------------------------------------------------- */

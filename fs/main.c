@@ -29,11 +29,15 @@
  * libfuse's workers block these signals too, so they land in the main
  * thread, which runs the loop.
  *
- * Shutdown (SIGTERM, SIGINT, or fusermount3 -u): the loop stops taking
- * requests and lets the handlers in progress finish; then the background
- * thread stops, open files that still hold uncommitted writes are
- * committed (a lazy unmount leaves them open), the store commits what is
- * pending and closes, and the mount goes. Exit status 0.
+ * Shutdown (SIGTERM, SIGINT): new opens of keys are refused (ESHUTDOWN)
+ * and the background thread waits up to shutdown_grace seconds for files
+ * open for writing to be closed (handle_exit() in daemon.c); then the
+ * loop stops taking requests and lets the handlers in progress finish,
+ * the background thread stops, the uncommitted data of files still open
+ * is dropped and logged (a value is committed only by its writer's close
+ * or fsync, never half-written), the store commits what is pending and
+ * closes, and the mount goes. Exit status 0. fusermount3 -u: the same
+ * without the wait.
  */
 #include <errno.h>
 #include <limits.h>
@@ -53,6 +57,7 @@ struct main_opts {
 	char *uid;    /* -o uid= */
 	char *gid;    /* -o gid= */
 	int ro;	      /* -o ro (kept for libfuse too) */
+	char *grace;  /* -o shutdown_grace= */
 };
 
 #define RFS_OPT(t, f)                                                          \
@@ -62,7 +67,8 @@ struct main_opts {
 
 static const struct fuse_opt main_optspec[] = {
 	RFS_OPT("config=%s", config), RFS_OPT("uid=%s", uid),
-	RFS_OPT("gid=%s", gid), {"ro", offsetof(struct main_opts, ro), 1},
+	RFS_OPT("gid=%s", gid), RFS_OPT("shutdown_grace=%s", grace),
+	{"ro", offsetof(struct main_opts, ro), 1},
 	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP), FUSE_OPT_END};
 
 /*
@@ -127,6 +133,9 @@ static void usage(const char *prog)
 	       "                           (default: " RFS_DEFAULT_CONFIG ")\n"
 	       "    -o uid=N,gid=N         owner shown for every file\n"
 	       "                           (default: the user running it)\n"
+	       "    -o shutdown_grace=S    on SIGTERM, wait up to S seconds\n"
+	       "                           for files open for writing to be\n"
+	       "                           closed (default 10)\n"
 	       "    -o ro                  read-only mount over a read-only\n"
 	       "                           database (refused without it)\n"
 	       "    --check-config FILE    validate FILE, print each region's\n"
@@ -135,7 +144,8 @@ static void usage(const char *prog)
 	       "    -V, --version          versions of regionfs and libfuse\n"
 	       "\n"
 	       "Signals: SIGHUP reloads regions.ini (so does saving it);\n"
-	       "SIGTERM/SIGINT commit pending writes and unmount.\n"
+	       "SIGTERM/SIGINT refuse new opens, wait for open writers\n"
+	       "(shutdown_grace), drop what is still uncommitted, unmount.\n"
 	       "\n",
 	       prog, prog);
 	fuse_cmdline_help();
@@ -358,7 +368,9 @@ static int check_database(void)
 	return 0;
 }
 
-/* -o uid=, gid=: the owner shown for every file. */
+#define RFS_DEFAULT_GRACE_S 10
+
+/* -o uid=, gid=: the owner shown for every file; -o shutdown_grace=. */
 static int setup_owner(const struct main_opts *o)
 {
 	unsigned id;
@@ -378,6 +390,16 @@ static int setup_owner(const struct main_opts *o)
 			return -1;
 		}
 		rfs.gid = id;
+	}
+	rfs.grace_s = RFS_DEFAULT_GRACE_S;
+	if (o->grace) { /* seconds; systemd's TimeoutStopSec bounds it */
+		if (parse_id(o->grace, &id) || id > 86400) {
+			rfs_log(RFS_LOG_ERR,
+				"bad shutdown_grace=%s (seconds, 0 to 86400)",
+				o->grace);
+			return -1;
+		}
+		rfs.grace_s = id;
 	}
 	return 0;
 }
@@ -602,6 +624,7 @@ out_args:
 	free(o.config);
 	free(o.uid);
 	free(o.gid);
+	free(o.grace);
 	fuse_opt_free_args(&args);
 	return rc;
 }
