@@ -348,6 +348,8 @@ static void put_store(struct outbuf *o, const struct store_stats *s)
 			 store_err_kind_name(k));
 		put_u64(o, name, s->errs[k]);
 	}
+	put_u64(o, "store_reserve_ok", s->reserve_ok);
+	put_u64(o, "store_reserve_used", s->reserve_used);
 	put_u64(o, "store_file_lost", s->file_lost);
 	put_u64(o, "store_read_only", s->read_only);
 }
@@ -682,6 +684,13 @@ static void prom_daemon(struct outbuf *o, const struct rfs_view *v)
 	for (int k = 0; k < STORE_ERR_NKINDS; k++)
 		out_printf(o, "%s{kind=\"%s\"} %" PRIu64 "\n", name,
 			   store_err_kind_name(k), s->errs[k]);
+	prom_u64(o, "regionfs_store_reserve_ok", "gauge",
+		 "1 while the disk-full reserve file is in place.",
+		 s->reserve_ok);
+	prom_u64(o, "regionfs_store_reserve_used_total", "counter",
+		 "Times the reserve was released so deletes could free a full "
+		 "disk.",
+		 s->reserve_used);
 	prom_u64(o, "regionfs_store_file_lost", "gauge",
 		 "1 once the database file was deleted or replaced under the "
 		 "mount (every key operation then fails with EIO).",

@@ -1300,7 +1300,7 @@ static int batch_sync(struct store *st, const struct batch_info *bi, bool wrote,
 }
 
 /* The whole life of one batch; sets every op's rc. */
-static void batch_run(struct store *st, struct op *batch)
+static void batch_run_once(struct store *st, struct op *batch)
 {
 	int changes0 = sqlite3_total_changes(st->wdb);
 	struct batch_info bi;
@@ -1325,6 +1325,99 @@ static void batch_run(struct store *st, struct op *batch)
 				st->durable || switched);
 	if (rc)
 		batch_fail(st, batch, rc, false);
+}
+
+/* ---- the disk-full reserve ------------------------------------------------ */
+
+/*
+ * Makes the reserve file (STORE_DEFAULT_RESERVE bytes of allocated blocks
+ * beside the database) if it is not there; true if it is there now. A
+ * reserve that cannot be made whole (the disk is full) is removed again.
+ */
+static bool reserve_make(struct store *st)
+{
+	struct stat sb;
+	int fd, rc;
+
+	if (!st->reserve_path)
+		return false;
+	st->reserve_tried = clock_ns(CLOCK_MONOTONIC);
+	if (stat(st->reserve_path, &sb) == 0 && S_ISREG(sb.st_mode) &&
+	    (uint64_t)sb.st_blocks * 512 >= st->reserve_bytes)
+		return true;
+	fd = open(st->reserve_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return false;
+	rc = posix_fallocate(fd, 0, (off_t)st->reserve_bytes);
+	if (rc == 0)
+		rc = fsync(fd) ? errno : 0;
+	close(fd);
+	if (rc)
+		unlink(st->reserve_path);
+	return rc == 0;
+}
+
+/* After a batch that committed something: puts the reserve back, at most
+ * once a second while the disk stays full. */
+static void reserve_refill(struct store *st)
+{
+	if (st->wstats.reserve_ok || !st->reserve_path ||
+	    clock_ns(CLOCK_MONOTONIC) - st->reserve_tried < 1000000000)
+		return;
+	st->wstats.reserve_ok = reserve_make(st);
+}
+
+/*
+ * Runs a batch. If deletes or renames in it failed for lack of space and
+ * the reserve is there, releases the reserve and runs them once more on
+ * their own: they free space, and without room for their WAL frames
+ * nothing could ever be removed from a full disk. Puts are not retried.
+ */
+static void batch_run(struct store *st, struct op *batch)
+{
+	struct op *op, *sub = NULL, **tail = &sub, **ops = NULL, **next_of;
+	size_t n = 0, i = 0;
+	bool committed = false;
+
+	batch_run_once(st, batch);
+	for (op = batch; op; op = op->next) {
+		committed |= op->rc == 0 && op->kind != OP_SYNC;
+		n += (op->kind == OP_DELETE || op->kind == OP_RENAME) &&
+		     op->rc == -ENOSPC;
+	}
+	if (n && st->wstats.reserve_ok)
+		ops = malloc(2 * n * sizeof(*ops));
+	if (!ops) {
+		if (committed)
+			reserve_refill(st);
+		return;
+	}
+	unlink(st->reserve_path);
+	st->wstats.reserve_ok = false;
+	st->wstats.reserve_used++;
+	st->reserve_tried = clock_ns(CLOCK_MONOTONIC);
+	report(st, -ENOSPC, STORE_ERR_FULL, "reserve", NULL, NULL, 0,
+	       "disk full: released the reserve file so that deletes and "
+	       "renames can commit and free space");
+	/* relink the retried ops; the batch's own chain is restored after */
+	next_of = ops + n;
+	for (op = batch; op; op = op->next) {
+		if ((op->kind == OP_DELETE || op->kind == OP_RENAME) &&
+		    op->rc == -ENOSPC) {
+			ops[i] = op;
+			next_of[i++] = op->next;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		ops[i]->rc = 0;
+		*tail = ops[i];
+		tail = &ops[i]->next;
+	}
+	*tail = NULL;
+	batch_run_once(st, sub);
+	for (i = 0; i < n; i++)
+		ops[i]->next = next_of[i];
+	free(ops);
 }
 
 static void *writer_main(void *arg)
@@ -1505,6 +1598,15 @@ static int store_init(struct store *st, const char *path,
 	st->read_only = opts && opts->read_only;
 	st->on_error = opts ? opts->on_error : NULL;
 	st->error_ctx = opts ? opts->error_ctx : NULL;
+	st->reserve_bytes = opts && opts->reserve_bytes ? opts->reserve_bytes
+							: STORE_DEFAULT_RESERVE;
+	if (st->reserve_bytes != UINT64_MAX && !st->read_only) {
+		st->reserve_path = malloc(strlen(st->path) + 9);
+		if (!st->reserve_path)
+			return -ENOMEM;
+		strcpy(st->reserve_path, st->path);
+		strcat(st->reserve_path, "-reserve");
+	}
 	st->tail = &st->queue;
 	st->ranges = malloc(MAX_OWN_RANGES * sizeof(*st->ranges));
 	if (!st->ranges)
@@ -1542,6 +1644,8 @@ int store_open(const char *path, const struct store_options *opts,
 		rc = writer_open(st);
 	if (rc == 0)
 		rc = remember_file(st);
+	if (rc == 0) /* before the writer starts: its field, then */
+		st->wstats.reserve_ok = st->stats.reserve_ok = reserve_make(st);
 	if (rc == 0) {
 		rc = -pthread_create(&st->writer, NULL, writer_main, st);
 		st->thread_ok = rc == 0;
@@ -1587,6 +1691,7 @@ void store_close(struct store *st)
 		pthread_mutex_destroy(&st->pool_lock);
 	}
 	free(st->ranges);
+	free(st->reserve_path);
 	free(st->path);
 	free(st);
 }

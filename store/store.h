@@ -77,7 +77,18 @@ struct store_options {
 				   * change call fails with -EROFS */
 	store_error_fn on_error;  /* NULL: errors are only counted */
 	void *error_ctx;
+	/*
+	 * Space kept in reserve next to the database (file PATH-reserve),
+	 * so that with the disk full, deletes and renames can still commit
+	 * and free space: when a batch holding them fails with ENOSPC, the
+	 * reserve is released and they are retried once (puts are not: they
+	 * fail with ENOSPC). Made again after a later commit succeeds. 0:
+	 * STORE_DEFAULT_RESERVE; UINT64_MAX: none.
+	 */
+	uint64_t reserve_bytes;
 };
+
+#define STORE_DEFAULT_RESERVE (1u << 20)
 
 /*
  * Opens (creating it with mode 0600 if missing) the database at path,
@@ -174,6 +185,8 @@ struct store_stats {
 	uint64_t busy_retries;
 	uint64_t commit_ns;   /* total time in COMMIT */
 	uint64_t errs[STORE_ERR_NKINDS]; /* every store error, by kind */
+	uint64_t reserve_used; /* times the reserve file was released */
+	bool reserve_ok;      /* the reserve file is in place now */
 	bool file_lost;	      /* store_file_lost() has said true */
 	bool read_only;	      /* opened with store_options.read_only */
 };

@@ -91,6 +91,8 @@ struct store {
 	void *error_ctx;
 	dev_t dev;	   /* the database file opened: store_file_lost() */
 	ino_t ino;
+	char *reserve_path; /* NULL: no reserve */
+	uint64_t reserve_bytes;
 	dev_t side_dev[2]; /* its -wal and -shm files (0/0: none seen) */
 	ino_t side_ino[2];
 	pthread_key_t tls; /* -> this thread's struct rconn */
@@ -103,6 +105,7 @@ struct store {
 	int64_t busy_start;	   /* when the current wait began */
 	bool unsynced;		   /* a NORMAL commit since the last fsync */
 	struct store_stats wstats; /* published into stats per batch */
+	int64_t reserve_tried;	   /* CLOCK_MONOTONIC ns of the last attempt */
 
 	pthread_mutex_t lock;
 	pthread_cond_t wake;	  /* the writer waits for ops */
