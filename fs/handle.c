@@ -123,10 +123,38 @@ static void untrack(struct rfs_handle *h)
 	rfs_count(RFS_C_OPEN_HANDLES, -1);
 }
 
+/* ---- the global memory limit ---------------------------------------------- */
+
+static atomic_uint_fast64_t wbuf_bytes;	   /* allocated write buffers */
+static atomic_uint_fast64_t mem_refusals; /* rfs_mem_admit() said no */
+
+int rfs_mem_admit(uint64_t extra)
+{
+	uint64_t used;
+
+	if (!rfs.max_memory)
+		return 0;
+	used = region_values_bytes() + atomic_load(&wbuf_bytes);
+	if (used + extra <= rfs.max_memory)
+		return 0;
+	atomic_fetch_add(&mem_refusals, 1);
+	return -ENOMEM;
+}
+
+void rfs_mem_counters(struct rfs_counters *out)
+{
+	out->mem_values_bytes = region_values_bytes();
+	out->mem_wbuf_bytes = atomic_load(&wbuf_bytes);
+	out->mem_limit_bytes = rfs.max_memory;
+	out->mem_refusals = atomic_load(&mem_refusals);
+}
+
 void rfs_wbuf_unref(struct rfs_wbuf *b)
 {
-	if (b && atomic_fetch_sub(&b->refs, 1) == 1)
+	if (b && atomic_fetch_sub(&b->refs, 1) == 1) {
+		atomic_fetch_sub(&wbuf_bytes, b->cap);
 		free(b);
+	}
 }
 
 /* Frees what h holds, and h. It is no longer on a list. */
@@ -291,6 +319,10 @@ int rfs_fetch(struct rfs_region *rr, const char *key, size_t klen,
 	if (rfs_test_load_delay_us)
 		usleep(rfs_test_load_delay_us);
 #endif
+	if (rc == 0 && (rc = rfs_mem_admit(meta.size)) != 0) {
+		free(data); /* over the global memory limit: not kept */
+		data = NULL;
+	}
 	if (rc == 0) {
 		v = value_new(data, &meta);
 		if (!v)
@@ -372,6 +404,7 @@ static struct rfs_wbuf *wbuf_new(size_t cap)
 	atomic_init(&b->refs, 1);
 	b->len = 0;
 	b->cap = cap;
+	atomic_fetch_add(&wbuf_bytes, cap);
 	return b;
 }
 
@@ -402,6 +435,8 @@ static int make_room(struct rfs_whandle *w, size_t need)
 	} else {
 		cap = b->cap; /* a shared buffer: copy, same size */
 	}
+	if (rfs_mem_admit(cap))
+		return -ENOMEM;
 	nb = wbuf_new(cap);
 	if (!nb)
 		return -ENOMEM;

@@ -58,6 +58,7 @@ struct main_opts {
 	char *gid;    /* -o gid= */
 	int ro;	      /* -o ro (kept for libfuse too) */
 	char *grace;  /* -o shutdown_grace= */
+	char *maxmem; /* -o max_memory= */
 };
 
 #define RFS_OPT(t, f)                                                          \
@@ -68,6 +69,7 @@ struct main_opts {
 static const struct fuse_opt main_optspec[] = {
 	RFS_OPT("config=%s", config), RFS_OPT("uid=%s", uid),
 	RFS_OPT("gid=%s", gid), RFS_OPT("shutdown_grace=%s", grace),
+	RFS_OPT("max_memory=%s", maxmem),
 	{"ro", offsetof(struct main_opts, ro), 1},
 	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP), FUSE_OPT_END};
 
@@ -136,6 +138,10 @@ static void usage(const char *prog)
 	       "    -o shutdown_grace=S    on SIGTERM, wait up to S seconds\n"
 	       "                           for files open for writing to be\n"
 	       "                           closed (default 10)\n"
+	       "    -o max_memory=SIZE     bound values in memory (cached or\n"
+	       "                           held by open files) plus write\n"
+	       "                           buffers; beyond it opens that load\n"
+	       "                           and writes get ENOMEM (default: none)\n"
 	       "    -o ro                  read-only mount over a read-only\n"
 	       "                           database (refused without it)\n"
 	       "    --check-config FILE    validate FILE, print each region's\n"
@@ -370,6 +376,29 @@ static int check_database(void)
 
 #define RFS_DEFAULT_GRACE_S 10
 
+/* "N", "NK", "NM", "NG" (powers of 1024) -> bytes; -EINVAL if not. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	unsigned shift = 0;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		return -EINVAL;
+	switch (*end) {
+	case 'K': case 'k': shift = 10; end++; break;
+	case 'M': case 'm': shift = 20; end++; break;
+	case 'G': case 'g': shift = 30; end++; break;
+	default: break;
+	}
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
 /* -o uid=, gid=: the owner shown for every file; -o shutdown_grace=. */
 static int setup_owner(const struct main_opts *o)
 {
@@ -400,6 +429,11 @@ static int setup_owner(const struct main_opts *o)
 			return -1;
 		}
 		rfs.grace_s = id;
+	}
+	if (o->maxmem && parse_size(o->maxmem, &rfs.max_memory)) {
+		rfs_log(RFS_LOG_ERR, "bad max_memory=%s (bytes, or K/M/G)",
+			o->maxmem);
+		return -1;
 	}
 	return 0;
 }
@@ -625,6 +659,7 @@ out_args:
 	free(o.uid);
 	free(o.gid);
 	free(o.grace);
+	free(o.maxmem);
 	fuse_opt_free_args(&args);
 	return rc;
 }

@@ -331,6 +331,10 @@ static void put_counters(struct outbuf *o, const struct rfs_counters *c)
 	put_u64(o, "feed_poll_age_ms", c->feed_poll_age_ms);
 	put_u64(o, "config_reloads", c->config_reloads);
 	put_u64(o, "config_failures", c->config_failures);
+	put_u64(o, "memory_values_bytes", c->mem_values_bytes);
+	put_u64(o, "memory_write_buffer_bytes", c->mem_wbuf_bytes);
+	put_u64(o, "memory_limit_bytes", c->mem_limit_bytes);
+	put_u64(o, "memory_refusals", c->mem_refusals);
 }
 
 static void put_store(struct outbuf *o, const struct store_stats *s)
@@ -640,6 +644,18 @@ static const struct prom_daemon_metric prom_daemon_metrics[] = {
 	{"regionfs_config_reload_failures_total", "counter",
 	 "Configuration reloads refused (the old configuration kept running).",
 	 RC(config_failures)},
+	{"regionfs_memory_values_bytes", "gauge",
+	 "Bytes of all values in memory: cached, or pinned by open files.",
+	 RC(mem_values_bytes)},
+	{"regionfs_memory_write_buffer_bytes", "gauge",
+	 "Bytes of the write buffers of files open for writing.",
+	 RC(mem_wbuf_bytes)},
+	{"regionfs_memory_limit_bytes", "gauge",
+	 "The global memory limit (-o max_memory); 0: none.",
+	 RC(mem_limit_bytes)},
+	{"regionfs_memory_refusals_total", "counter",
+	 "Loads and writes refused with ENOMEM by the global memory limit.",
+	 RC(mem_refusals)},
 };
 
 static void prom_daemon(struct outbuf *o, const struct rfs_view *v)
