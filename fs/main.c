@@ -67,11 +67,14 @@ struct main_opts {
 	}
 
 static const struct fuse_opt main_optspec[] = {
-	RFS_OPT("config=%s", config), RFS_OPT("uid=%s", uid),
-	RFS_OPT("gid=%s", gid), RFS_OPT("shutdown_grace=%s", grace),
+	RFS_OPT("config=%s", config),
+	RFS_OPT("uid=%s", uid),
+	RFS_OPT("gid=%s", gid),
+	RFS_OPT("shutdown_grace=%s", grace),
 	RFS_OPT("max_memory=%s", maxmem),
 	{"ro", offsetof(struct main_opts, ro), 1},
-	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP), FUSE_OPT_END};
+	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP),
+	FUSE_OPT_END};
 
 /*
  * The store's error callback: one log line per store error, with SQLite's
@@ -141,7 +144,7 @@ static void usage(const char *prog)
 	       "    -o max_memory=SIZE     bound values in memory (cached or\n"
 	       "                           held by open files) plus write\n"
 	       "                           buffers; beyond it opens that load\n"
-	       "                           and writes get ENOMEM (default: none)\n"
+	       "                           and writes get ENOMEM (no default)\n"
 	       "    -o ro                  read-only mount over a read-only\n"
 	       "                           database (refused without it)\n"
 	       "    --check-config FILE    validate FILE, print each region's\n"
@@ -338,13 +341,12 @@ static int check_mountpoint(const char *mnt)
 /* store_open() with every signal blocked: its writer thread inherits that. */
 static int store_open_blocked(struct store **st)
 {
-	sigset_t all, old;
+	sigset_t old;
 	int rc;
 
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rfs_signals_block(&old);
 	rc = store_open(rfs.db_path, &store_opts, st);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	rfs_signals_restore(&old);
 	return rc;
 }
 
@@ -388,10 +390,23 @@ static int parse_size(const char *s, uint64_t *out)
 	if (errno || end == s || *s == '-')
 		return -EINVAL;
 	switch (*end) {
-	case 'K': case 'k': shift = 10; end++; break;
-	case 'M': case 'm': shift = 20; end++; break;
-	case 'G': case 'g': shift = 30; end++; break;
-	default: break;
+	case 'K':
+	case 'k':
+		shift = 10;
+		end++;
+		break;
+	case 'M':
+	case 'm':
+		shift = 20;
+		end++;
+		break;
+	case 'G':
+	case 'g':
+		shift = 30;
+		end++;
+		break;
+	default:
+		break;
 	}
 	if (*end || (shift && v > (UINT64_MAX >> shift)))
 		return -EINVAL;
@@ -464,7 +479,7 @@ static int setup_state(const struct main_opts *o)
 	clock_gettime(CLOCK_REALTIME, &rfs.mount_time);
 	rc = rfs_inode_init();
 	if (!rc)
-		rc = rfs_daemon_init(c);
+		rc = rfs_state_init(c);
 	config_free(c);
 	if (rc)
 		rfs_log(RFS_LOG_ERR, "cannot start: %s", strerror(-rc));
@@ -581,10 +596,10 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *cmd)
 		rfs_log(RFS_LOG_ERR, "background thread: %s", strerror(-rc));
 	if (rc)
 		return -1;
-	t = rfs_table_get();
+	t = rfs_table_ref();
 	rfs_log(RFS_LOG_NOTICE, "mounted %s on %s (%zu regions, config %s)",
 		rfs.db_path, cmd->mountpoint, t->n, rfs.config_path);
-	rfs_table_put(t);
+	rfs_table_unref(t);
 	rfs_sd_notify("READY=1");
 	rc = run_loop(se, cmd);
 	rfs_loop_done();
@@ -608,7 +623,7 @@ static void shutdown_all(struct fuse_session *se, bool mounted)
 		fuse_session_unmount(se);
 	if (se)
 		fuse_session_destroy(se);
-	rfs_daemon_fini();
+	rfs_state_fini();
 	rfs_inode_fini();
 }
 

@@ -1,6 +1,6 @@
 /*
  * store_sql.h - the SQL text of the store: schema, upgrade steps and the
- * statements store.c prepares (feed.c's among them: it runs them through
+ * statements store.c prepares (changes.c's among them: it runs them through
  * store__rstmt). Included by store.c only, as it defines static arrays;
  * the statement indexes live in store_int.h. doc/schema.md is the
  * reference for users of the schema.
@@ -121,7 +121,7 @@ static const char *const schema_steps[SCHEMA_VERSION] = {
  * the feed reads TEXT_ROW to skip their changes. See doc/schema.md.
  */
 #define SQL_KEY_IS_TEXT "key < x''"
-#define SQL_TEXT_ROW "typeof(region) = 'text' AND typeof(key) = 'text'"
+#define SQL_TEXT_ROW	"typeof(region) = 'text' AND typeof(key) = 'text'"
 
 /* Keys that are valid file names (1..255 bytes, no '/' or NUL). */
 #define SQL_KEY_IS_NAME                                                        \
@@ -137,8 +137,7 @@ static const char *const read_sql[R_NSTMT] = {
 		   "WHERE region = ?1 AND key = ?2",
 	[R_LIST] = "SELECT key, size, mtime_ns, version FROM kv "
 		   "WHERE region = ?1 AND key > ?2 AND " SQL_KEY_IS_TEXT
-		   " AND " SQL_KEY_IS_NAME
-		   " ORDER BY key LIMIT ?3",
+		   " AND " SQL_KEY_IS_NAME " ORDER BY key LIMIT ?3",
 	[R_USAGE] = "SELECT count(*), coalesce(sum(size), 0) FROM kv "
 		    "WHERE region = ?1 AND " SQL_KEY_IS_TEXT,
 	[R_HEAD] = SQL_HEAD,

@@ -53,7 +53,7 @@ wait "$HW_PID"
 rfs_wait_daemon 20 || rfs_fail "the daemon did not exit after the writer closed"
 [ "$RFS_DAEMON_RC" = 0 ] || rfs_fail "the daemon exited with $RFS_DAEMON_RC"
 rfs_ok "the writer's close during the grace period commits; then the daemon exits 0"
-rfs_unmount_any
+rfs_unmount_dir "$RFS_MNT"
 rfs_mount
 cmp "$M/main/k" "$W/full" || rfs_fail "main/k is not the value closed in the grace period"
 rfs_ok "after a restart main/k holds the whole value"
@@ -76,7 +76,7 @@ case $line in
 *) rfs_fail "the writer after the grace period: '$line', expected an error" ;;
 esac
 wait "$HW_PID"
-rfs_unmount_any
+rfs_unmount_dir "$RFS_MNT"
 grep -q "shutdown: main/k was still open for writing: its 50000 uncommitted bytes are dropped" \
 	"$RFS_LOG" || rfs_fail "the dropped data is not logged"
 grep -q "shutdown: dropped the uncommitted data of 1 open file (50000 bytes)" \
