@@ -209,12 +209,30 @@ void rfs_loop_done(void)
  * returned, since the loop checks the exit flag only when its blocking
  * call is interrupted and a single signal can land just before that call.
  */
-static void handle_exit(bool *exiting)
+static void handle_exit(bool *exiting, uint64_t *deadline)
 {
+	unsigned writers;
+
 	if (!*exiting) {
+		writers = rfs_handles_writers();
+		if (!*deadline) {
+			atomic_store(&rfs.draining, true);
+			*deadline = mono_ms() + (uint64_t)rfs.grace_s * 1000;
+			if (writers && rfs.grace_s)
+				rfs_log(RFS_LOG_NOTICE,
+					"terminating: new opens refused; "
+					"waiting up to %u s for %u file%s "
+					"open for writing to be closed",
+					rfs.grace_s, writers,
+					writers == 1 ? "" : "s");
+		}
+		if (writers && mono_ms() < *deadline)
+			return; /* the next tick looks again */
 		*exiting = true;
-		rfs_log(RFS_LOG_NOTICE,
-			"terminating: committing and unmounting");
+		rfs_log(RFS_LOG_NOTICE, "terminating: unmounting%s",
+			writers ? " (grace period over: uncommitted data of "
+				  "files still open is dropped)"
+				: "");
 		if (rfs.se)
 			fuse_session_exit(rfs.se);
 	}
@@ -323,7 +341,7 @@ static bool config_changed_since_start(void)
 static void *bg_main(void *arg)
 {
 	uint64_t next_tick = mono_ms(), reload_at = 0;
-	uint64_t next_prune = next_tick + PRUNE_EVERY_MS;
+	uint64_t next_prune = next_tick + PRUNE_EVERY_MS, exit_deadline = 0;
 	struct pollfd pfd[2];
 	bool exiting = false;
 	int ifd = watch_config();
@@ -344,7 +362,7 @@ static void *bg_main(void *arg)
 		if (atomic_load(&bg.stop))
 			break;
 		if (atomic_load(&bg.exit_req))
-			handle_exit(&exiting);
+			handle_exit(&exiting, &exit_deadline);
 		timeout = bg_work(&next_tick, &next_prune, &reload_at, exiting);
 	}
 	if (ifd >= 0)

@@ -161,6 +161,7 @@ struct feed_state {
 	unsigned nerr;	    /* failed polls in the streak */
 	uint64_t bulk_t0;   /* start of a backlog (>= 1 batch); 0: none */
 	uint64_t bulk_n;    /* changes read in that backlog */
+	bool lost;	    /* the database file was deleted or replaced */
 };
 
 /* One store_changes() call: what the callback needs and counts. */
@@ -368,6 +369,17 @@ static bool feed_poll(struct feed_state *s)
 	uint64_t t0 = rfs_mono_ns(), now;
 	int rc;
 
+	if (!s->lost && store_file_lost(rfs.st)) {
+		/* the store refuses everything now: drop what we cache */
+		s->lost = true;
+		invalidate_everything();
+		rfs_log(RFS_LOG_ERR,
+			"database %s was deleted or replaced under the mount: "
+			"every read and write of a key now fails with EIO "
+			"(nothing is written to the old file); unmount, check "
+			"the file and mount again",
+			rfs.db_path);
+	}
 	rc = poll_head(s);
 	if (rc == 0)
 		rc = store_changes(rfs.st, &s->cursor, apply_change, &b);
@@ -422,7 +434,8 @@ static int watch_db(void)
 	if (!rfs.db_path)
 		return -1; /* unit tests without a database path */
 	fd = rfs_watch_dir(rfs.db_path,
-			   IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE,
+			   IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO |
+				   IN_CREATE | IN_DELETE,
 			   dir, sizeof(dir));
 
 	if (fd >= 0)

@@ -31,6 +31,7 @@ void rfs_counters_sum(struct rfs_counters *out)
 	out->config_failures = atomic_load(&rfs.reload_failures);
 	rfs_feed_counters(&out->feed_changes, &out->feed_lag_ms);
 	out->feed_poll_age_ms = rfs_feed_poll_age_ms();
+	rfs_mem_counters(out);
 }
 
 int rfs_view_build(struct rfs_view_hold *h)

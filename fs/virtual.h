@@ -43,6 +43,10 @@ struct rfs_counters {
 	uint64_t feed_poll_age_ms; /* gauge: since the feed's last full pass */
 	uint64_t config_reloads;   /* successful reloads */
 	uint64_t config_failures;  /* refused reloads */
+	uint64_t mem_values_bytes; /* gauge: live values, cached or pinned */
+	uint64_t mem_wbuf_bytes;   /* gauge: write buffers of open files */
+	uint64_t mem_limit_bytes;  /* -o max_memory; 0: none */
+	uint64_t mem_refusals;	   /* loads/writes refused by that limit */
 };
 
 struct rfs_region_view {
