@@ -37,7 +37,10 @@ rfs_mount -o shutdown_grace=60
 echo old >"$M/main/k" || rfs_fail "write main/k"
 echo other >"$M/main/other" || rfs_fail "write main/other"
 coproc HW { "$hw" "$M/main/k" "$W/a1" "$W/a2"; }
-read -r -u "${HW[0]}" line && [ "$line" = half ] ||
+# bash unsets HW_PID and closes HW[] once the coprocess exits: keep copies
+hw_pid=$HW_PID
+exec {hw_in}<&"${HW[0]}" {hw_out}>&"${HW[1]}"
+read -r -u "$hw_in" line && [ "$line" = half ] ||
 	rfs_fail "halfwriter: '$line'"
 kill -TERM "$RFS_PID"
 wait_log "waiting up to 60 s for 1 file open for writing"
@@ -46,10 +49,11 @@ rfs_expect_err "Cannot send after transport endpoint shutdown" cat "$M/main/othe
 rfs_expect_err "Cannot send after transport endpoint shutdown" \
 	sh -c "echo new >'$M/main/new'"
 rfs_ok "SIGTERM with an open writer: new opens get ESHUTDOWN, the mount stays"
-echo go >&"${HW[1]}"
-read -r -u "${HW[0]}" line
+echo go >&"$hw_out"
+read -r -u "$hw_in" line
 [ "$line" = "closed 0" ] || rfs_fail "halfwriter in the grace period: '$line'"
-wait "$HW_PID"
+wait "$hw_pid"
+exec {hw_in}<&- {hw_out}>&-
 rfs_wait_daemon 20 || rfs_fail "the daemon did not exit after the writer closed"
 [ "$RFS_DAEMON_RC" = 0 ] || rfs_fail "the daemon exited with $RFS_DAEMON_RC"
 rfs_ok "the writer's close during the grace period commits; then the daemon exits 0"
@@ -64,18 +68,22 @@ echo old >"$M/main/k" || rfs_fail "rewrite main/k"
 rfs_umount
 rfs_mount -o shutdown_grace=1
 coproc HW { "$hw" "$M/main/k" "$W/a1" "$W/a2"; }
-read -r -u "${HW[0]}" line && [ "$line" = half ] ||
+# bash unsets HW_PID and closes HW[] once the coprocess exits: keep copies
+hw_pid=$HW_PID
+exec {hw_in}<&"${HW[0]}" {hw_out}>&"${HW[1]}"
+read -r -u "$hw_in" line && [ "$line" = half ] ||
 	rfs_fail "halfwriter (2): '$line'"
 kill -TERM "$RFS_PID"
 rfs_wait_daemon 20 || rfs_fail "the daemon did not exit after the grace period"
 [ "$RFS_DAEMON_RC" = 0 ] || rfs_fail "the daemon exited with $RFS_DAEMON_RC"
-echo go >&"${HW[1]}"
-read -r -u "${HW[0]}" line
+echo go >&"$hw_out"
+read -r -u "$hw_in" line
 case $line in
 "write "* | "closed "[!0]*) ;;
 *) rfs_fail "the writer after the grace period: '$line', expected an error" ;;
 esac
-wait "$HW_PID"
+wait "$hw_pid"
+exec {hw_in}<&- {hw_out}>&-
 rfs_unmount_dir "$RFS_MNT"
 grep -q "shutdown: main/k was still open for writing: its 50000 uncommitted bytes are dropped" \
 	"$RFS_LOG" || rfs_fail "the dropped data is not logged"
