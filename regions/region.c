@@ -94,6 +94,18 @@ static bool stale_guard_on(void)
 
 /* ---- values ----------------------------------------------------------- */
 
+/*
+ * Bytes of every live value (data plus header), cached or only referenced
+ * by readers: what the daemon's global memory limit measures. Touched on
+ * create and free only, never on a hit.
+ */
+static atomic_uint_fast64_t live_value_bytes;
+
+uint64_t region_values_bytes(void)
+{
+	return atomic_load_explicit(&live_value_bytes, memory_order_relaxed);
+}
+
 struct region_value *region_value_create(const void *data, size_t len)
 {
 	struct region_value *v;
@@ -112,6 +124,8 @@ struct region_value *region_value_create(const void *data, size_t len)
 	v->tag = 0;
 	if (len)
 		memcpy(v->inline_data, data, len);
+	atomic_fetch_add_explicit(&live_value_bytes, sizeof(*v) + len,
+				  memory_order_relaxed);
 	return v;
 }
 
@@ -130,6 +144,8 @@ struct region_value *region_value_adopt(void *buf, size_t len)
 	v->mtime_ns = 0;
 	v->version = 0;
 	v->tag = 0;
+	atomic_fetch_add_explicit(&live_value_bytes, sizeof(*v) + v->len,
+				  memory_order_relaxed);
 	return v;
 }
 
@@ -185,6 +201,8 @@ void region_value_unref(struct region_value *v)
 	 */
 	if (atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) != 1)
 		return;
+	atomic_fetch_sub_explicit(&live_value_bytes, sizeof(*v) + v->len,
+				  memory_order_relaxed);
 	if (v->adopted)
 		free((void *)v->data);
 	free(v);

@@ -200,6 +200,11 @@ void region_value_set_tag(struct region_value *v, uint64_t tag);
 uint64_t region_value_tag(const struct region_value *v);
 /* Takes one more reference. Returns v. */
 struct region_value *region_value_ref(struct region_value *v);
+/*
+ * Bytes held by all live values of the process (cached, or kept alive by
+ * a reference only), headers included. Relaxed: a snapshot.
+ */
+uint64_t region_values_bytes(void);
 /* Drops one reference; frees on the last. Accepts NULL. */
 void region_value_unref(struct region_value *v);
 
