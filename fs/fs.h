@@ -238,10 +238,36 @@ void rfs_reload_request(void);
 void rfs_exit_request(void);
 void rfs_loop_done(void);
 /*
- * Reloads regions.ini now (the background thread calls it). Returns 0 if
- * the new configuration was applied, -errno if it was refused.
+ * Applies a configuration the loader read (the background thread calls
+ * it; c stays the caller's). Returns 0 if it was applied, -errno if it
+ * was refused (recorded for .regionfs/config and logged).
  */
-int rfs_reload(void);
+int rfs_reload_apply(struct config *c);
+
+/* ---- cfgload.c ----------------------------------------------------------- */
+
+/*
+ * Starts the loader thread, which reads regions.ini at path (kept as
+ * given: symlinks are followed anew at every load) and watches its
+ * directories through ifd (-1: none). wake() is called (under the
+ * loader's lock, never after rfs_cfgload_stop()) when a result waits.
+ */
+int rfs_cfgload_start(const char *path, int ifd, void (*wake)(void));
+/* Asks for a load: force (SIGHUP) always loads, else only if changed. */
+void rfs_cfgload_request(bool force);
+/*
+ * Takes the loader's result: 1 and *c (the caller frees it) for a new
+ * configuration, -1 with err for a refused one, 0 for none. *stuck_ms:
+ * how long the current read has taken (0: not reading).
+ */
+int rfs_cfgload_take(struct config **c, char *err, size_t errlen,
+		     uint64_t *stuck_ms);
+/*
+ * Stops the loader. True if it was idle (it touches nothing more, so ifd
+ * may be closed); false if it is inside a read, from which it returns
+ * only to exit.
+ */
+bool rfs_cfgload_stop(void);
 
 /* Sends "READY=1" etc. to $NOTIFY_SOCKET if set. */
 void rfs_sd_notify(const char *state);

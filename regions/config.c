@@ -971,17 +971,39 @@ static int read_all(int fd, char **out, size_t *outlen)
 	return 0;
 }
 
-/* Reads path whole; on error writes "path: ..." into err. */
+/*
+ * Reads path whole; on error writes "path: ..." into err. Only a regular
+ * file (after symlinks) is read: a FIFO, socket or device would block the
+ * reader or never end, so it is refused. O_NONBLOCK makes the open of a
+ * FIFO return at once, so that fstat() can tell; on a regular file it
+ * changes nothing.
+ */
 static int read_file(const char *path, char **text, size_t *len, char *err,
 		     size_t errlen)
 {
+	struct stat sb;
 	char ebuf[128];
 	int fd, rc;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0) {
 		rc = -errno;
 		goto fail;
+	}
+	if (fstat(fd, &sb) < 0) {
+		rc = -errno;
+		close(fd);
+		goto fail;
+	}
+	if (S_ISDIR(sb.st_mode)) {
+		close(fd);
+		rc = -EISDIR;
+		goto fail;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		close(fd);
+		snprintf(err, errlen, "%s: not a regular file", path);
+		return -EINVAL;
 	}
 	rc = read_all(fd, text, len);
 	close(fd);

@@ -1056,6 +1056,10 @@ static void test_load_reports_unreadable_files(void **state)
 				 "such file or directory");
 	assert_int_equal(config_load("/", &c, err, sizeof(err)), -EISDIR);
 	assert_string_equal(err, "/: cannot read: Is a directory");
+	/* a FIFO (or device) would block or never end: refused at once */
+	assert_int_equal(config_load("/dev/null", &c, err, sizeof(err)),
+			 -EINVAL);
+	assert_string_equal(err, "/dev/null: not a regular file");
 }
 
 static void test_load_refuses_huge_files(void **state)
