@@ -87,6 +87,30 @@ static void notify_names(const struct rfs_table *a, const struct rfs_table *b)
 	}
 }
 
+/*
+ * Regions whose owner, group or modes changed: their root dentries go,
+ * so the next path walk looks them up again and the kernel (which checks
+ * permissions itself with default_permissions) gets the new attributes.
+ * Key names are never cached, so their new attributes come with the next
+ * lookup anyway.
+ */
+static void notify_perms(const struct rfs_table *old, const struct rfs_table *t)
+{
+	size_t i;
+
+	for (i = 0; i < t->n; i++) {
+		const struct config_region *n = &t->v[i]->cfg;
+		const struct rfs_region *o = rfs_table_find(old, n->name);
+
+		if (!o ||
+		    (o->cfg.owner == n->owner && o->cfg.group == n->group &&
+		     o->cfg.mode == n->mode && o->cfg.dir_mode == n->dir_mode))
+			continue;
+		fuse_lowlevel_notify_inval_entry(rfs.se, RFS_INO_ROOT, n->name,
+						 strlen(n->name));
+	}
+}
+
 static void record_failure(const char *msg)
 {
 	pthread_mutex_lock(&rfs.cfg_lock);
@@ -122,6 +146,7 @@ int rfs_reload_apply(struct config *c)
 	if (rfs.se && old) {
 		notify_names(old, t);
 		notify_names(t, old);
+		notify_perms(old, t);
 	}
 	rfs_log(RFS_LOG_NOTICE, "reloaded %s: generation %llu, %zu regions",
 		rfs.config_path, (unsigned long long)gen, c->nregions);

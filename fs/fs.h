@@ -129,6 +129,20 @@ struct rfs_region *rfs_region_ref(const char *name);
 bool rfs_region_exists(const char *name);
 /* How many regions there are now. */
 size_t rfs_region_count(void);
+
+/* Who may do what in a region (regions.ini owner, group, mode, ...). */
+struct rfs_perms {
+	uid_t uid; /* of its keys and directory */
+	gid_t gid;
+	mode_t mode;	 /* permission bits of its keys */
+	mode_t dir_mode; /* of its directory */
+	bool read_only;	 /* changes get EROFS */
+};
+/*
+ * The region's permissions now (unset owner/group: -o uid=,gid= or the
+ * daemon's). False, with those defaults, if there is no such region.
+ */
+bool rfs_region_perms(const char *name, struct rfs_perms *out);
 void rfs_region_unref(struct rfs_region *rr);
 /* The current table, with a reference. */
 struct rfs_table *rfs_table_ref(void);
