@@ -69,8 +69,10 @@
  * Semantics chosen where POSIX leaves room (the README lists them):
  *  - mtime/ctime/atime of a key are the row's mtime (its last commit).
  *    utimes/touch on a key or a region directory is accepted and ignored.
- *  - chmod/chown to anything but the current mode/owner: EPERM (the mode
- *    is fixed 0644, the owner the daemon's user or -o uid=,gid=).
+ *  - chmod/chown to anything but the current mode/owner: EPERM (owner,
+ *    group, mode and dir_mode come from regions.ini per region; unset
+ *    owner/group: the daemon's user or -o uid=,gid=). A read_only region
+ *    answers every change with EROFS.
  *  - Under .regionfs/ and at the root: anything that would change content
  *    (open for writing, truncate, create inside .regionfs/) is EACCES,
  *    like a read-only file; anything that changes names or metadata
