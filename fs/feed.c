@@ -429,50 +429,27 @@ static void feed_sleep(uint64_t deadline)
 static int watch_db(void)
 {
 	char dir[PATH_MAX];
-	const char *slash = rfs.db_path ? strrchr(rfs.db_path, '/') : NULL;
-	size_t len = slash ? (size_t)(slash - rfs.db_path) : 0;
 	int fd;
 
-	if (!slash || len + 1 >= sizeof(dir))
-		return -1; /* main.c makes it absolute: not reached */
-	memcpy(dir, rfs.db_path, len ? len : 1);
-	dir[len ? len : 1] = '\0';
-	fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (fd >= 0 &&
-	    inotify_add_watch(fd, dir,
-			      IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO |
-				      IN_CREATE | IN_DELETE) >= 0)
+	if (!rfs.db_path)
+		return -1; /* unit tests without a database path */
+	fd = rfs_watch_dir(rfs.db_path,
+			   IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO |
+				   IN_CREATE | IN_DELETE,
+			   dir, sizeof(dir));
+
+	if (fd >= 0)
 		return fd;
 	rfs_log(RFS_LOG_WARNING,
 		"change feed: cannot watch %s (%s): polling every %d ms", dir,
-		strerror(errno), FEED_POLL_MS);
-	if (fd >= 0)
-		close(fd);
+		strerror(-fd), FEED_POLL_MS);
 	return -1;
 }
 
 /* Drains the watch: true if an event named the database or its -wal. */
 static bool db_event(int fd)
 {
-	char buf[4096]
-		__attribute__((aligned(__alignof__(struct inotify_event))));
-	const char *base = strrchr(rfs.db_path, '/') + 1;
-	size_t blen = strlen(base);
-	bool hit = false;
-	ssize_t n;
-
-	while ((n = read(fd, buf, sizeof(buf))) > 0) {
-		for (char *p = buf; p < buf + n;) {
-			const struct inotify_event *ev = (void *)p;
-
-			if (ev->mask & IN_Q_OVERFLOW)
-				hit = true; /* events were lost: poll */
-			else if (ev->len && strncmp(ev->name, base, blen) == 0)
-				hit = true;
-			p += sizeof(*ev) + ev->len;
-		}
-	}
-	return hit;
+	return rfs_watch_hit(fd, strrchr(rfs.db_path, '/') + 1, true);
 }
 
 /*

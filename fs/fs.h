@@ -210,6 +210,15 @@ int rfs_state_replace(const struct config *c, struct rfs_table **old, char *err,
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t rfs_mono_ns(void);
+/*
+ * Watching a directory for a name (regions.ini, the database and its
+ * -wal): an inotify fd (non-blocking) with a watch for mask on the
+ * directory of path (absolute), or -errno; dir gets that directory, for
+ * messages. rfs_watch_hit() reads every pending event: true if one named
+ * base (prefix: or any name that starts with base) or events were lost.
+ */
+int rfs_watch_dir(const char *path, uint32_t mask, char *dir, size_t dirlen);
+bool rfs_watch_hit(int fd, const char *base, bool prefix);
 /* A 64-bit finalizer (murmur3's fmix64): spreads every input bit. */
 uint64_t rfs_hash_mix(uint64_t h);
 /*

@@ -5,7 +5,7 @@
  * of regions.ini and .regionfs/; a region directory holds keys only; every
  * key is a regular file. Requests are answered from three places: the
  * inode table (inode.c) says what a node id names, the region table
- * (daemon.c) says which regions exist, and the store answers for keys:
+ * (state.c) says which regions exist, and the store answers for keys:
  * LOOKUP and GETATTR of a key are a store_stat() (size, mtime, version of
  * the row), so listing and stat never load values into the cache; OPEN
  * goes through the cache (handle.c).

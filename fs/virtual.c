@@ -377,6 +377,9 @@ static void render_region_stats(struct outbuf *o, const struct rfs_view *v,
 	put_region_counters(o, r);
 	put_u64(o, "max_entries", r->lim.max_entries);
 	put_u64(o, "max_bytes", r->lim.max_bytes);
+	/* the eviction policy's tuning state (0 unless strategy tinylfu) */
+	out_printf(o, "window_share %.4f\n", r->s.window_share);
+	put_u64(o, "sketch_resets", r->s.sketch_resets);
 }
 
 static void put_counters(struct outbuf *o, const struct rfs_counters *c)

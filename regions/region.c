@@ -237,7 +237,8 @@ static bool valid_limits(const struct region_limits *lim)
 	    (lim->nstripes & (lim->nstripes - 1)))
 		return false;
 	if (lim->strategy != REGION_STRATEGY_LRU &&
-	    lim->strategy != REGION_STRATEGY_S3FIFO)
+	    lim->strategy != REGION_STRATEGY_S3FIFO &&
+	    lim->strategy != REGION_STRATEGY_TINYLFU)
 		return false;
 	if (lim->max_bytes && lim->max_value_size > lim->max_bytes)
 		return false;

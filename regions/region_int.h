@@ -114,6 +114,9 @@ enum entry_queue {
 	ENTRY_Q_NONE = 0, /* LRU: the single list */
 	ENTRY_Q_SMALL,	  /* S3-FIFO small (probation) queue */
 	ENTRY_Q_MAIN,	  /* S3-FIFO main queue */
+	ENTRY_Q_WINDOW,	  /* TinyLFU admission window (tinylfu.c) */
+	ENTRY_Q_PROBATION, /* TinyLFU main, probation segment */
+	ENTRY_Q_PROTECTED, /* TinyLFU main, protected segment */
 };
 
 /*
@@ -179,6 +182,8 @@ struct ghost {
 
 /* ---- stripes --------------------------------------------------------- */
 
+#include "tinylfu.h" /* struct region_tlfu: needs struct rlist */
+
 struct stripe;
 struct region;
 
@@ -210,6 +215,10 @@ struct region_evict_ops {
 			     struct entry **grave);
 	/* Drops policy state that outlives entries (the ghost). */
 	void (*reset_locked)(struct stripe *s);
+	/* Optional: sets up policy state at stripe init; 0 or -errno. */
+	int (*init)(struct stripe *s);
+	/* Optional: frees it at stripe release. No lock; nobody else uses s. */
+	void (*release)(struct stripe *s);
 };
 
 struct stripe {
@@ -233,6 +242,8 @@ struct stripe {
 	uint64_t small_n, small_bytes; /* L: stripe */
 	uint64_t main_n, main_bytes;   /* L: stripe */
 	struct ghost ghost;	       /* L: stripe */
+	/* W-TinyLFU (tinylfu.c) */
+	struct region_tlfu tlfu; /* L: stripe */
 #ifndef NDEBUG
 	atomic_uintptr_t owner; /* write-lock holder's token, or 0 */
 #endif
@@ -465,6 +476,10 @@ void region__stripe_clear_locked(struct stripe *s, struct entry **grave);
 const struct region_evict_ops *region__evict_ops(enum region_strategy s);
 /* Frees the ghost. No lock; nobody else may use s. */
 void region__ghost_release(struct ghost *g);
+/* The LRU access buffer's record (shared lock): true when it just filled. */
+bool region__abuf_access(struct stripe *s, struct entry *e);
+/* tinylfu.c */
+extern const struct region_evict_ops region__tinylfu_ops;
 
 /* ---- expire.c -------------------------------------------------------- */
 

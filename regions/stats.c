@@ -91,6 +91,10 @@ static void sum_gauges(struct region *r, struct region_stats *out)
 		out->entries += s->nentries;
 		out->bytes += s->bytes;
 		out->flights += s->nflights;
+		if (r->strategy == REGION_STRATEGY_TINYLFU) {
+			out->window_share += s->tlfu.wshare / r->nstripes;
+			out->sketch_resets += s->tlfu.sketch.resets;
+		}
 		pthread_rwlock_unlock(&s->lock);
 	}
 }

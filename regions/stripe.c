@@ -113,6 +113,12 @@ int region__stripe_init(struct stripe *s, const struct region_evict_ops *ops)
 		s->buckets = NULL;
 		return -rc;
 	}
+	if (ops->init && (rc = ops->init(s)) != 0) {
+		pthread_rwlock_destroy(&s->lock);
+		free(s->buckets);
+		s->buckets = NULL;
+		return rc;
+	}
 	return 0;
 }
 
@@ -135,6 +141,8 @@ void region__stripe_release(struct stripe *s)
 	}
 	region__entries_free(grave);
 	region__ghost_release(&s->ghost);
+	if (s->ops->release)
+		s->ops->release(s);
 	free(s->buckets);
 	s->buckets = NULL;
 	pthread_rwlock_destroy(&s->lock);
