@@ -416,8 +416,8 @@ static void test_bad_values_say_what_is_expected(void **state)
 		{"durable = maybe",
 		 "durable: expected true or false (or yes/no, on/off, 1/0), "
 		 "got 'maybe'"},
-		{"strategy = l\xc3\xa9",
-		 "strategy: expected lru, s3fifo or tinylfu, got 'l\\xc3\\xa9'"},
+		{"strategy = l\xc3\xa9", "strategy: expected lru, s3fifo or "
+					 "tinylfu, got 'l\\xc3\\xa9'"},
 	};
 	size_t i;
 
@@ -889,7 +889,8 @@ static void test_inline_comments_need_a_blank_before(void **state)
 		     "t.ini:2: max_bytes: expected a size like 64M, got "
 		     "'8M;eight'");
 	expect_error("[a]\nstrategy = lru#x\n",
-		     "t.ini:2: strategy: expected lru, s3fifo or tinylfu, got 'lru#x'");
+		     "t.ini:2: strategy: expected lru, s3fifo or tinylfu, got "
+		     "'lru#x'");
 	expect_error("[a]#x\n", "t.ini:1: unexpected text after ']'");
 }
 
