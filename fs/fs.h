@@ -602,6 +602,9 @@ struct rfs_whandle {
 	bool readable;		       /* immutable: O_RDWR */
 	int last_err;		       /* L: mu; error of the last commit */
 	int broken;		       /* L: mu; -EFBIG: nothing is stored */
+	uint64_t created_version;      /* immutable: the empty row create()
+					* committed (0: not created here) */
+	bool committed;		       /* L: mu; a commit of ours held */
 	atomic_bool dirty;	       /* changed since the last commit */
 	atomic_size_t len;	       /* buf->len, for getattr */
 	atomic_uint_fast64_t mod_seq;  /* last change (global order) */
@@ -672,6 +675,13 @@ void rfs_handle_unref(struct rfs_handle *h);
  * (logging errors) and frees every handle the kernel never released.
  */
 void rfs_handles_shutdown(void);
+/*
+ * At RELEASE of a write handle whose open created the key: if none of its
+ * commits held (ENOSPC, EFBIG, ...), the empty key its create left is
+ * removed again, unless something changed it since; a failed close()
+ * leaves the name as it was before the open.
+ */
+void rfs_whandle_release(struct rfs_handle *h);
 /*
  * The global memory limit (-o max_memory, rfs.max_memory): values in
  * memory (region_values_bytes(): cached or pinned by open files) plus
@@ -785,6 +795,13 @@ int rfs_commit_create(const char *region, const char *key, size_t klen,
 int rfs_commit_truncate(fuse_ino_t ino, off_t size);
 /* unlink: E1, store_delete, E2, the name's inodes become gone. */
 int rfs_commit_delete(const char *region, const void *key, size_t klen);
+/*
+ * Removes (region, key) if its row is still the empty one of version
+ * that a create committed (the unlink protocol, conditional in the
+ * store). -ENOENT if it changed or is gone.
+ */
+int rfs_commit_delete_created(const char *region, const void *key, size_t klen,
+			      uint64_t version);
 /*
  * rename within region: E1, store_rename, E2 on both names, then the
  * inodes of to become gone and those of from move to to. noreplace:

@@ -1014,6 +1014,8 @@ static void rfs_ll_release(fuse_req_t req, fuse_ino_t ino,
 	 */
 	if (h && h->kind == RFS_H_WRITE && atomic_load(&h->u.w.dirty))
 		rfs_whandle_commit(h, false);
+	if (h && h->kind == RFS_H_WRITE)
+		rfs_whandle_release(h);
 	rfs_handle_free(h);
 	fuse_reply_err(req, 0);
 }
