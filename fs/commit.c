@@ -327,6 +327,39 @@ int rfs_commit_truncate(fuse_ino_t ino, off_t size)
 	return rc;
 }
 
+int rfs_commit_delete_created(const char *region, const void *key, size_t klen,
+			      uint64_t version)
+{
+	char esc[RFS_ESC_LEN];
+	struct store_meta last;
+	struct rfs_region *rr;
+	struct rfs_names l;
+	int rc;
+
+	rfs_names_lock(&l, region, key, klen, true);
+	rc = store_stat(rfs.st, region, key, klen, &last);
+	if (rc == 0 && (last.version != version || last.size != 0))
+		rc = -ENOENT; /* changed since: not ours to remove */
+	if (rc)
+		goto out;
+	rr = write_begin(region);
+	evict(rr, key, klen); /* E1 */
+	rc = store_delete_version(rfs.st, region, key, klen, version,
+				  region_flags(rr));
+	evict(rr, key, klen); /* E2 */
+	write_end(rr);
+	if (rc == 0) {
+		rfs_inode_unlinked(region, key, klen, &last);
+		rfs_log(RFS_LOG_NOTICE,
+			"%s/%s: created, but no write to it was committed: "
+			"removed again",
+			region, rfs_escape(key, klen, esc));
+	}
+out:
+	rfs_names_unlock(&l);
+	return rc;
+}
+
 int rfs_commit_delete(const char *region, const void *key, size_t klen)
 {
 	char esc[RFS_ESC_LEN];

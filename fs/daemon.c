@@ -60,12 +60,13 @@ static struct {
 	pthread_t thread;
 	pthread_t main_thread; /* runs the session loop */
 	bool running;
-	int pipe[2];	       /* wakes the thread */
-	atomic_bool stop;      /* rfs_bg_stop() */
-	atomic_bool hup;       /* a SIGHUP is pending */
+	int pipe[2];	  /* wakes the thread */
+	int ifd;	  /* inotify: regions.ini's directories (cfgload.c) */
+	atomic_bool stop; /* rfs_bg_stop() */
+	atomic_bool hup;  /* a SIGHUP is pending */
 	atomic_bool exit_req;  /* SIGTERM/SIGINT received */
 	atomic_bool loop_done; /* the session loop has returned */
-} bg = {.pipe = {-1, -1}};
+} bg = {.pipe = {-1, -1}, .ifd = -1};
 
 /* ---- reload -------------------------------------------------------------- */
 
@@ -86,6 +87,30 @@ static void notify_names(const struct rfs_table *a, const struct rfs_table *b)
 	}
 }
 
+/*
+ * Regions whose owner, group or modes changed: their root dentries go,
+ * so the next path walk looks them up again and the kernel (which checks
+ * permissions itself with default_permissions) gets the new attributes.
+ * Key names are never cached, so their new attributes come with the next
+ * lookup anyway.
+ */
+static void notify_perms(const struct rfs_table *old, const struct rfs_table *t)
+{
+	size_t i;
+
+	for (i = 0; i < t->n; i++) {
+		const struct config_region *n = &t->v[i]->cfg;
+		const struct rfs_region *o = rfs_table_find(old, n->name);
+
+		if (!o ||
+		    (o->cfg.owner == n->owner && o->cfg.group == n->group &&
+		     o->cfg.mode == n->mode && o->cfg.dir_mode == n->dir_mode))
+			continue;
+		fuse_lowlevel_notify_inval_entry(rfs.se, RFS_INO_ROOT, n->name,
+						 strlen(n->name));
+	}
+}
+
 static void record_failure(const char *msg)
 {
 	pthread_mutex_lock(&rfs.cfg_lock);
@@ -97,24 +122,17 @@ static void record_failure(const char *msg)
 		msg);
 }
 
-int rfs_reload(void)
+int rfs_reload_apply(struct config *c)
 {
 	struct rfs_table *t, *old;
 	char err[CONFIG_ERR_LEN];
-	struct config *c;
 	uint64_t gen;
 	int rc;
 
-	rc = config_load(rfs.config_path, &c, err, sizeof(err));
-	if (rc) {
-		record_failure(err);
-		return rc;
-	}
 	pthread_mutex_lock(&rfs.cfg_lock);
 	rc = rfs_state_replace(c, &old, err, sizeof(err));
 	if (rc) {
 		pthread_mutex_unlock(&rfs.cfg_lock);
-		config_free(c);
 		record_failure(err);
 		return rc;
 	}
@@ -128,12 +146,12 @@ int rfs_reload(void)
 	if (rfs.se && old) {
 		notify_names(old, t);
 		notify_names(t, old);
+		notify_perms(old, t);
 	}
 	rfs_log(RFS_LOG_NOTICE, "reloaded %s: generation %llu, %zu regions",
 		rfs.config_path, (unsigned long long)gen, c->nregions);
 	rfs_table_unref(old);
 	rfs_table_unref(t);
-	config_free(c);
 	return 0;
 }
 
@@ -250,25 +268,64 @@ static void sweep_all(void)
 	rfs_table_unref(t);
 }
 
-/* Watches regions.ini's directory. Returns the inotify fd or -1. */
+/*
+ * The inotify fd on regions.ini's directories; the loader thread
+ * (cfgload.c) adds and moves the watches, this thread reads the events.
+ */
 static int watch_config(void)
 {
-	char dir[PATH_MAX];
-	int fd = rfs_watch_dir(rfs.config_path, IN_CLOSE_WRITE | IN_MOVED_TO,
-			       dir, sizeof(dir));
+	int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 
-	if (fd >= 0)
-		return fd;
-	rfs_log(RFS_LOG_WARNING,
-		"cannot watch %s (%s): reload with SIGHUP only", dir,
-		strerror(-fd));
-	return -1;
+	if (fd < 0)
+		rfs_log(RFS_LOG_WARNING,
+			"cannot watch regions.ini (%s): reload with SIGHUP "
+			"only",
+			strerror(errno));
+	return fd;
 }
 
-/* Reads pending events: true if one named regions.ini (or some were lost). */
+/*
+ * Reads pending events: true if there was any. Which file it named does
+ * not matter: the loader checks whether regions.ini (through its links)
+ * is another file or changed, and loads only then.
+ */
 static bool config_event(int fd)
 {
-	return rfs_watch_hit(fd, strrchr(rfs.config_path, '/') + 1, false);
+	char buf[4096]
+		__attribute__((aligned(__alignof__(struct inotify_event))));
+	bool hit = false;
+
+	while (read(fd, buf, sizeof(buf)) > 0)
+		hit = true;
+	return hit;
+}
+
+/*
+ * Applies what the loader read, if anything; logs once per stall a load
+ * that has been in the kernel for long (a hung file system).
+ */
+static void take_config(bool *stall_logged)
+{
+	char err[CONFIG_ERR_LEN];
+	struct config *c;
+	uint64_t stuck_ms;
+	int rc = rfs_cfgload_take(&c, err, sizeof(err), &stuck_ms);
+
+	if (rc > 0) {
+		rfs_reload_apply(c);
+		config_free(c);
+	} else if (rc < 0) {
+		record_failure(err);
+	}
+	if (stuck_ms >= 5000 && !*stall_logged) {
+		rfs_log(RFS_LOG_WARNING,
+			"reading %s has taken %llu ms so far (a hung file "
+			"system?): reloads wait, everything else goes on",
+			rfs.config_path, (unsigned long long)stuck_ms);
+		*stall_logged = true;
+	} else if (!stuck_ms) {
+		*stall_logged = false;
+	}
 }
 
 static void drain(int fd)
@@ -288,7 +345,7 @@ static int bg_work(uint64_t *next_tick, uint64_t *next_prune,
 
 	if (*reload_at && now >= *reload_at && !exiting) {
 		*reload_at = 0;
-		rfs_reload();
+		rfs_cfgload_request(false); /* the loader checks and loads */
 	}
 	if (now >= *next_tick) {
 		sweep_all();
@@ -321,52 +378,32 @@ static void bg_wait(struct pollfd *pfd, int timeout, uint64_t *reload_at)
 		*reload_at = mono_ms() + RELOAD_DEBOUNCE_MS;
 }
 
-/*
- * True if regions.ini changed between the start-up load and the moment the
- * watch was set up: such an edit sent no event, so it must be reloaded.
- */
-static bool config_changed_since_start(void)
-{
-	const struct stat *a = &rfs.config_st;
-	struct stat b;
-
-	if (stat(rfs.config_path, &b) < 0)
-		return false; /* gone: the next save will tell */
-	return a->st_ino != b.st_ino || a->st_dev != b.st_dev ||
-	       a->st_size != b.st_size ||
-	       a->st_mtim.tv_sec != b.st_mtim.tv_sec ||
-	       a->st_mtim.tv_nsec != b.st_mtim.tv_nsec;
-}
-
 static void *bg_main(void *arg)
 {
 	uint64_t next_tick = mono_ms(), reload_at = 0;
 	uint64_t next_prune = next_tick + PRUNE_EVERY_MS, exit_deadline = 0;
 	struct pollfd pfd[2];
-	bool exiting = false;
-	int ifd = watch_config();
+	bool exiting = false, stall_logged = false;
 	int timeout = 0;
 
 	(void)arg;
 	pfd[0] = (struct pollfd){.fd = bg.pipe[0], .events = POLLIN};
-	pfd[1] = (struct pollfd){.fd = ifd, .events = POLLIN};
-	if (ifd >= 0 && config_changed_since_start())
-		reload_at = mono_ms();
+	pfd[1] = (struct pollfd){.fd = bg.ifd, .events = POLLIN};
 	while (!atomic_load(&bg.stop)) {
 		bg_wait(pfd, timeout, &reload_at);
 		if (atomic_exchange(&bg.hup, false) && !exiting) {
 			rfs_log(RFS_LOG_NOTICE, "SIGHUP: reloading %s",
 				rfs.config_path);
-			reload_at = mono_ms();
+			rfs_cfgload_request(true);
 		}
 		if (atomic_load(&bg.stop))
 			break;
 		if (atomic_load(&bg.exit_req))
 			handle_exit(&exiting, &exit_deadline);
+		if (!exiting)
+			take_config(&stall_logged);
 		timeout = bg_work(&next_tick, &next_prune, &reload_at, exiting);
 	}
-	if (ifd >= 0)
-		close(ifd);
 	return NULL;
 }
 
@@ -384,8 +421,14 @@ int rfs_bg_start(void)
 		rfs_feed_stop();
 		return rc;
 	}
-	rc = rfs_thread_spawn(&bg.thread, bg_main, NULL, "regionfs-bg");
+	bg.ifd = watch_config();
+	rc = rfs_cfgload_start(rfs.config_path, bg.ifd, wake_bg);
+	if (rc == 0)
+		rc = rfs_thread_spawn(&bg.thread, bg_main, NULL, "regionfs-bg");
 	if (rc) {
+		if (rfs_cfgload_stop() && bg.ifd >= 0)
+			close(bg.ifd);
+		bg.ifd = -1;
 		close(bg.pipe[0]);
 		close(bg.pipe[1]);
 		bg.pipe[0] = bg.pipe[1] = -1;
@@ -409,6 +452,10 @@ void rfs_bg_stop(void)
 	}
 	pthread_join(bg.thread, NULL);
 	bg.running = false;
+	/* a loader stuck in a read keeps its fds: it may still use them */
+	if (rfs_cfgload_stop() && bg.ifd >= 0)
+		close(bg.ifd);
+	bg.ifd = -1;
 	close(bg.pipe[0]);
 	close(bg.pipe[1]);
 	bg.pipe[0] = bg.pipe[1] = -1;

@@ -129,6 +129,20 @@ struct rfs_region *rfs_region_ref(const char *name);
 bool rfs_region_exists(const char *name);
 /* How many regions there are now. */
 size_t rfs_region_count(void);
+
+/* Who may do what in a region (regions.ini owner, group, mode, ...). */
+struct rfs_perms {
+	uid_t uid; /* of its keys and directory */
+	gid_t gid;
+	mode_t mode;	 /* permission bits of its keys */
+	mode_t dir_mode; /* of its directory */
+	bool read_only;	 /* changes get EROFS */
+};
+/*
+ * The region's permissions now (unset owner/group: -o uid=,gid= or the
+ * daemon's). False, with those defaults, if there is no such region.
+ */
+bool rfs_region_perms(const char *name, struct rfs_perms *out);
 void rfs_region_unref(struct rfs_region *rr);
 /* The current table, with a reference. */
 struct rfs_table *rfs_table_ref(void);
@@ -247,10 +261,36 @@ void rfs_reload_request(void);
 void rfs_exit_request(void);
 void rfs_loop_done(void);
 /*
- * Reloads regions.ini now (the background thread calls it). Returns 0 if
- * the new configuration was applied, -errno if it was refused.
+ * Applies a configuration the loader read (the background thread calls
+ * it; c stays the caller's). Returns 0 if it was applied, -errno if it
+ * was refused (recorded for .regionfs/config and logged).
  */
-int rfs_reload(void);
+int rfs_reload_apply(struct config *c);
+
+/* ---- cfgload.c ----------------------------------------------------------- */
+
+/*
+ * Starts the loader thread, which reads regions.ini at path (kept as
+ * given: symlinks are followed anew at every load) and watches its
+ * directories through ifd (-1: none). wake() is called (under the
+ * loader's lock, never after rfs_cfgload_stop()) when a result waits.
+ */
+int rfs_cfgload_start(const char *path, int ifd, void (*wake)(void));
+/* Asks for a load: force (SIGHUP) always loads, else only if changed. */
+void rfs_cfgload_request(bool force);
+/*
+ * Takes the loader's result: 1 and *c (the caller frees it) for a new
+ * configuration, -1 with err for a refused one, 0 for none. *stuck_ms:
+ * how long the current read has taken (0: not reading).
+ */
+int rfs_cfgload_take(struct config **c, char *err, size_t errlen,
+		     uint64_t *stuck_ms);
+/*
+ * Stops the loader. True if it was idle (it touches nothing more, so ifd
+ * may be closed); false if it is inside a read, from which it returns
+ * only to exit.
+ */
+bool rfs_cfgload_stop(void);
 
 /* Sends "READY=1" etc. to $NOTIFY_SOCKET if set. */
 void rfs_sd_notify(const char *state);
@@ -562,6 +602,9 @@ struct rfs_whandle {
 	bool readable;		       /* immutable: O_RDWR */
 	int last_err;		       /* L: mu; error of the last commit */
 	int broken;		       /* L: mu; -EFBIG: nothing is stored */
+	uint64_t created_version;      /* immutable: the empty row create()
+					* committed (0: not created here) */
+	bool committed;		       /* L: mu; a commit of ours held */
 	atomic_bool dirty;	       /* changed since the last commit */
 	atomic_size_t len;	       /* buf->len, for getattr */
 	atomic_uint_fast64_t mod_seq;  /* last change (global order) */
@@ -632,6 +675,13 @@ void rfs_handle_unref(struct rfs_handle *h);
  * (logging errors) and frees every handle the kernel never released.
  */
 void rfs_handles_shutdown(void);
+/*
+ * At RELEASE of a write handle whose open created the key: if none of its
+ * commits held (ENOSPC, EFBIG, ...), the empty key its create left is
+ * removed again, unless something changed it since; a failed close()
+ * leaves the name as it was before the open.
+ */
+void rfs_whandle_release(struct rfs_handle *h);
 /*
  * The global memory limit (-o max_memory, rfs.max_memory): values in
  * memory (region_values_bytes(): cached or pinned by open files) plus
@@ -745,6 +795,13 @@ int rfs_commit_create(const char *region, const char *key, size_t klen,
 int rfs_commit_truncate(fuse_ino_t ino, off_t size);
 /* unlink: E1, store_delete, E2, the name's inodes become gone. */
 int rfs_commit_delete(const char *region, const void *key, size_t klen);
+/*
+ * Removes (region, key) if its row is still the empty one of version
+ * that a create committed (the unlink protocol, conditional in the
+ * store). -ENOENT if it changed or is gone.
+ */
+int rfs_commit_delete_created(const char *region, const void *key, size_t klen,
+			      uint64_t version);
 /*
  * rename within region: E1, store_rename, E2 on both names, then the
  * inodes of to become gone and those of from move to to. noreplace:

@@ -516,7 +516,13 @@ static int whandle_fill(struct rfs_whandle *w, const char *key, size_t klen,
 	int rc;
 
 	if (created) {
-		/* create() has just committed the empty value */
+		/* create() has just committed the empty value (under the
+		 * name's lock, which open still holds): its version lets a
+		 * release whose commits all failed remove it again */
+		if (store_stat(rfs.st, w->rr->cfg.name, key, klen, &meta) ==
+			    0 &&
+		    meta.size == 0)
+			w->created_version = meta.version;
 		w->buf = wbuf_new(0);
 		return w->buf ? 0 : -ENOMEM;
 	}
@@ -667,6 +673,21 @@ static int commit_buf(struct rfs_whandle *w, const struct rfs_wbuf *b,
 	return rfs_commit_handle(w->ino, b->data, b->len, flags);
 }
 
+void rfs_whandle_release(struct rfs_handle *h)
+{
+	struct rfs_whandle *w = &h->u.w;
+	struct rfs_ident id;
+	bool failed;
+
+	pthread_mutex_lock(&w->mu);
+	failed = w->created_version && !w->committed &&
+		 (w->broken || w->last_err);
+	pthread_mutex_unlock(&w->mu);
+	if (failed && rfs_inode_ident(w->ino, &id) == 0 && !id.gone)
+		rfs_commit_delete_created(id.region, id.key, id.klen,
+					  w->created_version);
+}
+
 int rfs_whandle_commit(struct rfs_handle *h, bool durable)
 {
 	struct rfs_whandle *w = &h->u.w;
@@ -692,6 +713,7 @@ int rfs_whandle_commit(struct rfs_handle *h, bool durable)
 	pthread_mutex_lock(&w->mu);
 	w->committing = false;
 	w->last_err = rc;
+	w->committed |= rc == 0;
 	if (!rc && atomic_load(&w->mod_seq) == seq)
 		atomic_store(&w->dirty, false);
 	pthread_cond_broadcast(&w->cond);

@@ -195,6 +195,24 @@ static int opt_proc(void *data, const char *arg, int key,
 	return 1; /* keep it for libfuse */
 }
 
+/*
+ * An absolute version of path with its symlinks left alone: regions.ini is
+ * opened anew at every load, so a re-pointed link is followed (cfgload.c).
+ * NULL on ENOMEM.
+ */
+static char *abs_path_keep_links(const char *path)
+{
+	char cwd[PATH_MAX], *p;
+
+	if (path[0] == '/')
+		return strdup(path);
+	if (!getcwd(cwd, sizeof(cwd)))
+		return NULL;
+	if (asprintf(&p, "%s/%s", cwd, path) < 0)
+		return NULL;
+	return p;
+}
+
 /* An absolute version of path, which need not exist. NULL on ENOMEM. */
 static char *abs_path(const char *path)
 {
@@ -463,7 +481,8 @@ static int setup_state(const struct main_opts *o)
 	if (setup_owner(o))
 		return -1;
 	rfs.db_path = abs_path(o->source);
-	rfs.config_path = abs_path(o->config ? o->config : RFS_DEFAULT_CONFIG);
+	rfs.config_path =
+		abs_path_keep_links(o->config ? o->config : RFS_DEFAULT_CONFIG);
 	if (!rfs.db_path || !rfs.config_path) {
 		rfs_log(RFS_LOG_ERR, "out of memory");
 		return -1;

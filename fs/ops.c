@@ -69,8 +69,10 @@
  * Semantics chosen where POSIX leaves room (the README lists them):
  *  - mtime/ctime/atime of a key are the row's mtime (its last commit).
  *    utimes/touch on a key or a region directory is accepted and ignored.
- *  - chmod/chown to anything but the current mode/owner: EPERM (the mode
- *    is fixed 0644, the owner the daemon's user or -o uid=,gid=).
+ *  - chmod/chown to anything but the current mode/owner: EPERM (owner,
+ *    group, mode and dir_mode come from regions.ini per region; unset
+ *    owner/group: the daemon's user or -o uid=,gid=). A read_only region
+ *    answers every change with EROFS.
  *  - Under .regionfs/ and at the root: anything that would change content
  *    (open for writing, truncate, create inside .regionfs/) is EACCES,
  *    like a read-only file; anything that changes names or metadata
@@ -157,10 +159,13 @@ static void vfile_attr(struct stat *st, fuse_ino_t ino)
 }
 
 static void key_attr(struct stat *st, fuse_ino_t ino,
-		     const struct store_meta *m, nlink_t nlink)
+		     const struct store_meta *m, nlink_t nlink,
+		     const struct rfs_perms *p)
 {
 	attr_init(st, ino);
-	st->st_mode = S_IFREG | 0644;
+	st->st_uid = p->uid;
+	st->st_gid = p->gid;
+	st->st_mode = S_IFREG | p->mode;
 	st->st_nlink = nlink;
 	st->st_size = m->size;
 	st->st_blocks = (m->size + 511) / 512;
@@ -215,11 +220,13 @@ static int key_getattr(fuse_ino_t ino, const struct rfs_ident *id,
 		       struct stat *st, double *timeout)
 {
 	struct store_meta m = {0};
+	struct rfs_perms p;
 	int rc = 0;
 
+	rfs_region_perms(id->region, &p);
 	*timeout = KEY_TIMEOUT;
 	if (id->cls != RFS_K_WRITE) {
-		key_attr(st, ino, &id->row, id->gone ? 0 : 1);
+		key_attr(st, ino, &id->row, id->gone ? 0 : 1, &p);
 		return 0;
 	}
 	*timeout = 0;
@@ -238,21 +245,25 @@ static int key_getattr(fuse_ino_t ino, const struct rfs_ident *id,
 		if (!m.mtime_ns)
 			m.mtime_ns = now_ns();
 	}
-	key_attr(st, ino, &m, id->gone ? 0 : 1);
+	key_attr(st, ino, &m, id->gone ? 0 : 1, &p);
 	return 0;
 }
 
 static int ident_attr(fuse_ino_t ino, const struct rfs_ident *id,
 		      struct stat *st, double *timeout)
 {
+	struct rfs_perms p;
+
 	*timeout = DIR_TIMEOUT;
 	if (id->kind == RFS_I_KEY)
 		return key_getattr(ino, id, st, timeout);
-	if (!rfs_region_exists(id->region))
+	if (!rfs_region_perms(id->region, &p))
 		return -ENOENT;
-	if (id->kind == RFS_I_REGION)
-		dir_attr(st, ino, 0755, 2);
-	else if (id->kind == RFS_I_VREGION)
+	if (id->kind == RFS_I_REGION) {
+		dir_attr(st, ino, p.dir_mode, 2);
+		st->st_uid = p.uid;
+		st->st_gid = p.gid;
+	} else if (id->kind == RFS_I_VREGION)
 		dir_attr(st, ino, 0555, 2);
 	else
 		vfile_attr(st, ino);
@@ -364,6 +375,7 @@ static int lookup_key(pid_t pid, const char *region, const char *name,
 {
 	struct store_meta m;
 	struct rfs_ident id;
+	struct rfs_perms p;
 	struct rfs_names l;
 	enum rfs_kclass cls;
 	fuse_ino_t ino;
@@ -391,7 +403,8 @@ static int lookup_key(pid_t pid, const char *region, const char *name,
 		if (rfs_inode_ident(ino, &id) == 0 && id.pending)
 			m.size = id.pending_size;
 	}
-	key_attr(&st, ino, &m, 1);
+	rfs_region_perms(region, &p);
+	key_attr(&st, ino, &m, 1, &p);
 	fill_entry(e, &st, timeout, 0);
 	return 0;
 }
@@ -503,6 +516,14 @@ static bool is_virtual(fuse_ino_t ino, const struct rfs_ident *id)
 	return id->kind != RFS_I_KEY && id->kind != RFS_I_REGION;
 }
 
+/* True if the region is read_only in regions.ini: changes get EROFS. */
+static bool region_ro(const char *region)
+{
+	struct rfs_perms p;
+
+	return rfs_region_perms(region, &p) && p.read_only;
+}
+
 /*
  * What setattr may change on ino: size only on keys; mode and owner only
  * to their current values; times are accepted and ignored on keys and
@@ -522,10 +543,12 @@ static int setattr_check(fuse_ino_t ino, const struct rfs_ident *id,
 	if ((to_set & FUSE_SET_ATTR_MODE) &&
 	    (attr->st_mode & 07777) != (cur->st_mode & 07777))
 		return -EPERM;
-	if ((to_set & FUSE_SET_ATTR_UID) && attr->st_uid != rfs.uid)
+	if ((to_set & FUSE_SET_ATTR_UID) && attr->st_uid != cur->st_uid)
 		return -EPERM;
-	if ((to_set & FUSE_SET_ATTR_GID) && attr->st_gid != rfs.gid)
+	if ((to_set & FUSE_SET_ATTR_GID) && attr->st_gid != cur->st_gid)
 		return -EPERM;
+	if ((to_set & FUSE_SET_ATTR_SIZE) && region_ro(id->region))
+		return -EROFS;
 	return 0;
 }
 
@@ -628,6 +651,8 @@ static void rfs_ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	int rc;
 
 	rc = region_parent(parent, &id);
+	if (!rc && region_ro(id.region))
+		rc = -EROFS;
 	if (!rc)
 		rc = key_len(name, &len);
 	if (!rc)
@@ -651,6 +676,8 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		return rc;
 	if (strcmp(from.region, to.region) != 0)
 		return -EXDEV;
+	if (region_ro(from.region))
+		return -EROFS;
 	rc = key_len(name, &flen);
 	if (!rc)
 		rc = key_len(newname, &tlen);
@@ -758,6 +785,8 @@ static int open_key(pid_t pid, fuse_ino_t ino, const struct rfs_ident *id,
 		return -ENOENT;
 	if (read_only(flags))
 		rc = rfs_rhandle_open(rr, ino, id, out);
+	else if (rr->cfg.read_only)
+		rc = -EROFS; /* regions.ini: read_only = true */
 	else
 		rc = rfs_whandle_open(rr, ino, pid, id->key, id->klen, flags,
 				      created, locked, out);
@@ -824,6 +853,8 @@ static int do_create(pid_t pid, fuse_ino_t parent, const char *name,
 		rc = -EACCES; /* .regionfs/ is read-only */
 	if (!rc && (mode & S_IFMT) && !S_ISREG(mode))
 		rc = -EPERM;
+	if (!rc && region_ro(id.region))
+		rc = -EROFS;
 	if (!rc)
 		rc = key_len(name, &len);
 	if (!rc)
@@ -983,6 +1014,8 @@ static void rfs_ll_release(fuse_req_t req, fuse_ino_t ino,
 	 */
 	if (h && h->kind == RFS_H_WRITE && atomic_load(&h->u.w.dirty))
 		rfs_whandle_commit(h, false);
+	if (h && h->kind == RFS_H_WRITE)
+		rfs_whandle_release(h);
 	rfs_handle_free(h);
 	fuse_reply_err(req, 0);
 }

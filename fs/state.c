@@ -327,6 +327,29 @@ bool rfs_region_exists(const char *name)
 	return found;
 }
 
+bool rfs_region_perms(const char *name, struct rfs_perms *out)
+{
+	struct shard *s = &shards[rfs_thread_slot(TABLE_SHARDS)];
+	const struct rfs_region *rr;
+	struct config_region cr;
+	bool found;
+
+	pthread_rwlock_rdlock(&s->l);
+	rr = table_find(cur_table, name);
+	found = rr != NULL;
+	if (found)
+		cr = rr->cfg;
+	pthread_rwlock_unlock(&s->l);
+	if (!found)
+		config_default_region(&cr);
+	out->uid = cr.owner == CONFIG_ID_UNSET ? rfs.uid : cr.owner;
+	out->gid = cr.group == CONFIG_ID_UNSET ? rfs.gid : cr.group;
+	out->mode = cr.mode;
+	out->dir_mode = cr.dir_mode;
+	out->read_only = cr.read_only;
+	return found;
+}
+
 size_t rfs_region_count(void)
 {
 	struct shard *s = &shards[rfs_thread_slot(TABLE_SHARDS)];

@@ -54,7 +54,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <inttypes.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,7 +77,7 @@
 #define DEFAULTS_NAME	"defaults"
 #define VALID_KEYS                                                             \
 	"max_entries, max_bytes, max_value_size, ttl, tti, stripes, "          \
-	"strategy, durable"
+	"strategy, durable, read_only, owner, group, mode, dir_mode"
 
 enum key_id {
 	K_MAX_ENTRIES,
@@ -86,6 +88,11 @@ enum key_id {
 	K_STRIPES,
 	K_STRATEGY,
 	K_DURABLE,
+	K_READ_ONLY,
+	K_OWNER,
+	K_GROUP,
+	K_MODE,
+	K_DIR_MODE,
 	NKEYS
 };
 
@@ -445,6 +452,95 @@ static int set_durable(struct parser *p, struct config_region *cr,
 	return 0;
 }
 
+static int set_read_only(struct parser *p, struct config_region *cr,
+			 const char *v)
+{
+	if (parse_bool(v, &cr->read_only) < 0)
+		return bad_value(p, "read_only",
+				 "true or false (or yes/no, on/off, 1/0)", v);
+	return 0;
+}
+
+/*
+ * A user or group: a number, or a name looked up in the system's
+ * databases now (a reload looks it up again). -EINVAL: neither.
+ */
+static int parse_id(const char *v, bool group, uint32_t *out)
+{
+	char buf[16384];
+	uint64_t n;
+	int rc;
+
+	if (parse_count(v, &n) == 0)
+		return n < CONFIG_ID_UNSET ? (*out = (uint32_t)n, 0) : -ERANGE;
+	if (group) {
+		struct group gr, *g = NULL;
+
+		rc = getgrnam_r(v, &gr, buf, sizeof(buf), &g);
+		if (rc || !g)
+			return -EINVAL;
+		*out = g->gr_gid;
+	} else {
+		struct passwd pw, *u = NULL;
+
+		rc = getpwnam_r(v, &pw, buf, sizeof(buf), &u);
+		if (rc || !u)
+			return -EINVAL;
+		*out = u->pw_uid;
+	}
+	return 0;
+}
+
+static int set_owner(struct parser *p, struct config_region *cr, const char *v)
+{
+	if (parse_id(v, false, &cr->owner) < 0)
+		return bad_value(p, "owner", "a user name or uid", v);
+	return 0;
+}
+
+static int set_group(struct parser *p, struct config_region *cr, const char *v)
+{
+	if (parse_id(v, true, &cr->group) < 0)
+		return bad_value(p, "group", "a group name or gid", v);
+	return 0;
+}
+
+/* Permission bits in octal, 0 to 0777 ("0640", "640"); no set-id bits. */
+static int parse_mode(const char *v, uint16_t *out)
+{
+	unsigned m = 0;
+	const char *s;
+
+	if (!*v || strlen(v) > 4)
+		return -EINVAL;
+	for (s = v; *s; s++) {
+		if (*s < '0' || *s > '7')
+			return -EINVAL;
+		m = m * 8 + (unsigned)(*s - '0');
+	}
+	if (m > 0777)
+		return -EINVAL;
+	*out = (uint16_t)m;
+	return 0;
+}
+
+static int set_mode(struct parser *p, struct config_region *cr, const char *v)
+{
+	if (parse_mode(v, &cr->mode) < 0)
+		return bad_value(p, "mode", "octal permission bits like 0640",
+				 v);
+	return 0;
+}
+
+static int set_dir_mode(struct parser *p, struct config_region *cr,
+			const char *v)
+{
+	if (parse_mode(v, &cr->dir_mode) < 0)
+		return bad_value(p, "dir_mode",
+				 "octal permission bits like 0750", v);
+	return 0;
+}
+
 /* In enum key_id order. */
 static const struct setting settings[NKEYS] = {
 	[K_MAX_ENTRIES] = {"max_entries", set_max_entries},
@@ -455,6 +551,11 @@ static const struct setting settings[NKEYS] = {
 	[K_STRIPES] = {"stripes", set_stripes},
 	[K_STRATEGY] = {"strategy", set_strategy},
 	[K_DURABLE] = {"durable", set_durable},
+	[K_READ_ONLY] = {"read_only", set_read_only},
+	[K_OWNER] = {"owner", set_owner},
+	[K_GROUP] = {"group", set_group},
+	[K_MODE] = {"mode", set_mode},
+	[K_DIR_MODE] = {"dir_mode", set_dir_mode},
 };
 
 /* The key_id of key[0..n), or -1. */
@@ -481,6 +582,11 @@ void config_default_region(struct config_region *out)
 	out->lim.nstripes = 16;
 	out->lim.strategy = REGION_STRATEGY_TINYLFU;
 	out->durable = false;
+	out->read_only = false;
+	out->owner = CONFIG_ID_UNSET;
+	out->group = CONFIG_ID_UNSET;
+	out->mode = 0644;
+	out->dir_mode = 0755;
 }
 
 /* ---- sections -------------------------------------------------------- */
@@ -975,17 +1081,39 @@ static int read_all(int fd, char **out, size_t *outlen)
 	return 0;
 }
 
-/* Reads path whole; on error writes "path: ..." into err. */
+/*
+ * Reads path whole; on error writes "path: ..." into err. Only a regular
+ * file (after symlinks) is read: a FIFO, socket or device would block the
+ * reader or never end, so it is refused. O_NONBLOCK makes the open of a
+ * FIFO return at once, so that fstat() can tell; on a regular file it
+ * changes nothing.
+ */
 static int read_file(const char *path, char **text, size_t *len, char *err,
 		     size_t errlen)
 {
+	struct stat sb;
 	char ebuf[128];
 	int fd, rc;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0) {
 		rc = -errno;
 		goto fail;
+	}
+	if (fstat(fd, &sb) < 0) {
+		rc = -errno;
+		close(fd);
+		goto fail;
+	}
+	if (S_ISDIR(sb.st_mode)) {
+		close(fd);
+		rc = -EISDIR;
+		goto fail;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		close(fd);
+		snprintf(err, errlen, "%s: not a regular file", path);
+		return -EINVAL;
 	}
 	rc = read_all(fd, text, len);
 	close(fd);
@@ -1045,8 +1173,16 @@ size_t config_format_region(const struct config_region *cr, char *buf,
 			    size_t len)
 {
 	const struct region_limits *l = &cr->lim;
+	char owner[24] = "", group[24] = "";
 	int n;
 
+	/* owner and group only when set: unset is "the daemon's" */
+	if (cr->owner != CONFIG_ID_UNSET)
+		snprintf(owner, sizeof(owner), "owner %" PRIu32 "\n",
+			 cr->owner);
+	if (cr->group != CONFIG_ID_UNSET)
+		snprintf(group, sizeof(group), "group %" PRIu32 "\n",
+			 cr->group);
 	n = snprintf(buf, len,
 		     "name %s\n"
 		     "max_entries %" PRIu64 "\n"
@@ -1056,10 +1192,16 @@ size_t config_format_region(const struct config_region *cr, char *buf,
 		     "tti %" PRIu64 "ms\n"
 		     "stripes %u\n"
 		     "strategy %s\n"
-		     "durable %s\n",
+		     "durable %s\n"
+		     "read_only %s\n"
+		     "%s%s"
+		     "mode %04o\n"
+		     "dir_mode %04o\n",
 		     cr->name, l->max_entries, l->max_bytes, l->max_value_size,
 		     l->ttl_ms, l->tti_ms, l->nstripes,
 		     config_strategy_name(l->strategy),
-		     cr->durable ? "true" : "false");
+		     cr->durable ? "true" : "false",
+		     cr->read_only ? "true" : "false", owner, group,
+		     (unsigned)cr->mode, (unsigned)cr->dir_mode);
 	return n < 0 ? 0 : (size_t)n;
 }

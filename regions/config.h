@@ -31,11 +31,18 @@
 #define CONFIG_MAX_REGIONS 1024
 #define CONFIG_ERR_LEN	   512 /* a good size for error buffers */
 
+#define CONFIG_ID_UNSET UINT32_MAX /* owner/group: the daemon's (-o uid=) */
+
 struct config_region {
 	char name[REGION_MAX_NAME + 1];
 	struct region_limits lim;
-	bool durable;  /* commits on close are fsync-durable */
-	unsigned line; /* line of the [section] header */
+	bool durable;	   /* commits on close are fsync-durable */
+	bool read_only;	   /* every change through the mount: EROFS */
+	uint32_t owner;	   /* uid of its keys and directory, or UNSET */
+	uint32_t group;	   /* gid of its keys and directory, or UNSET */
+	uint16_t mode;	   /* permission bits of its keys (0644) */
+	uint16_t dir_mode; /* permission bits of its directory (0755) */
+	unsigned line;	   /* line of the [section] header */
 };
 
 struct config {

@@ -111,6 +111,7 @@ struct op {
 	const void *data; /* put */
 	size_t len;
 	int64_t cutoff_ms;	/* prune: drop feed rows older than this */
+	uint64_t if_version;	/* delete: only this empty version; 0 any */
 	struct store_meta meta; /* out (put) */
 	int rc;			/* out */
 	bool done;		/* L: store.lock */
@@ -1032,10 +1033,12 @@ static int op_put(struct store *st, struct op *op)
 
 static int op_delete(struct store *st, struct op *op)
 {
-	sqlite3_stmt *s = st->w[W_DELETE];
+	sqlite3_stmt *s = st->w[op->if_version ? W_DELETE_VERSION : W_DELETE];
 	int rc;
 
 	rc = bind_rk(s, op->region, op->key, op->klen);
+	if (rc == SQLITE_OK && op->if_version)
+		rc = sqlite3_bind_int64(s, 3, (sqlite3_int64)op->if_version);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(s);
 	sqlite3_reset(s);
@@ -1550,6 +1553,24 @@ int store_delete(struct store *st, const char *region, const void *key,
 
 	rc = check_args(region, key, klen);
 	if (rc == 0 && (flags & ~STORE_DURABLE))
+		rc = -EINVAL;
+	return rc ? rc : submit(st, &op);
+}
+
+int store_delete_version(struct store *st, const char *region, const void *key,
+			 size_t klen, uint64_t version, unsigned flags)
+{
+	struct op op = {.kind = OP_DELETE,
+			.flags = flags,
+			.region = region,
+			.key = key,
+			.klen = klen,
+			.if_version = version};
+	int rc;
+
+	rc = check_args(region, key, klen);
+	if (rc == 0 &&
+	    ((flags & ~STORE_DURABLE) || !version || version > INT64_MAX))
 		rc = -EINVAL;
 	return rc ? rc : submit(st, &op);
 }

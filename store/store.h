@@ -135,6 +135,13 @@ int store_put(struct store *st, const char *region, const void *key,
 int store_delete(struct store *st, const char *region, const void *key,
 		 size_t klen, unsigned flags);
 /*
+ * Deletes (region, key) only if its row is still the empty value of the
+ * given version (a create whose first real commit failed); -ENOENT if it
+ * is absent or anything changed it since.
+ */
+int store_delete_version(struct store *st, const char *region, const void *key,
+			 size_t klen, uint64_t version, unsigned flags);
+/*
  * Renames from -> to within one region, replacing to atomically if it
  * exists. -ENOENT if from does not exist. Renaming a key onto itself is a
  * no-op that returns 0.

@@ -159,6 +159,8 @@ static const char *const write_sql[W_NSTMT] = {
 		  "version = coalesce(kv.version, 0) + 1 "
 		  "RETURNING version",
 	[W_DELETE] = "DELETE FROM kv WHERE region = ?1 AND key = ?2",
+	[W_DELETE_VERSION] = "DELETE FROM kv WHERE region = ?1 AND key = ?2 "
+			     "AND version = ?3 AND size = 0",
 	[W_VERSION] = "SELECT coalesce(version, 0) FROM kv "
 		      "WHERE region = ?1 AND key = ?2",
 	[W_RENAME] = "UPDATE OR REPLACE kv SET key = ?3, mtime_ns = ?4, "

@@ -36,7 +36,11 @@ dd if=/dev/zero of="$SMALL/filler" bs=64k 2>/dev/null # until ENOSPC
 	rfs_fail "the tmpfs is not full"
 rfs_expect_err "No space left on device" \
 	sh -c "head -c 300000 /dev/urandom >'$M/main/big'"
-rfs_ok "the disk is full: a new value fails with ENOSPC"
+[ ! -e "$M/main/big" ] || rfs_fail "the failed new key was left behind"
+rfs_expect_err "No space left on device" \
+	sh -c "head -c 300000 /dev/urandom >'$M/main/k8'"
+[ "$(wc -c <"$M/main/k8")" = 200000 ] || rfs_fail "main/k8 lost its value"
+rfs_ok "the disk is full: a new value fails with ENOSPC and leaves no empty key; an old key keeps its value"
 
 rm "$M/main/k1" || rfs_fail "rm on a full disk"
 [ ! -e "$M/main/k1" ] || rfs_fail "main/k1 is still there"

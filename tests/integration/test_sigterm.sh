@@ -21,6 +21,33 @@ head -c 50000 /dev/urandom >"$W/a1"
 head -c 50000 /dev/urandom >"$W/a2"
 cat "$W/a1" "$W/a2" >"$W/full"
 
+# hw_start FILE: runs halfwriter on FILE (halves a1, a2) in the background,
+# talking through two FIFOs held open on fds 7 (its stdin) and 8 (its
+# stdout), and waits for it to say "half". (Not a coproc: bash forgets a
+# coproc's fds and pid the moment it exits.)
+hw_start()
+{
+	local line
+
+	rm -f "$RFS_TMP/hw.in" "$RFS_TMP/hw.out"
+	mkfifo "$RFS_TMP/hw.in" "$RFS_TMP/hw.out" || rfs_fail "mkfifo"
+	"$hw" "$1" "$W/a1" "$W/a2" <"$RFS_TMP/hw.in" >"$RFS_TMP/hw.out" &
+	HWPID=$!
+	RFS_CHILDREN="$RFS_CHILDREN $HWPID"
+	exec 7>"$RFS_TMP/hw.in" 8<"$RFS_TMP/hw.out"
+	read -r -u 8 line && [ "$line" = half ] || rfs_fail "halfwriter: '$line'"
+}
+
+# hw_finish: tells it to go on; sets HWLINE to what it said then.
+hw_finish()
+{
+	echo go >&7
+	HWLINE=
+	read -r -u 8 HWLINE
+	exec 7>&- 8<&-
+	wait "$HWPID"
+}
+
 wait_log()
 {
 	local i
@@ -36,12 +63,7 @@ wait_log()
 rfs_mount -o shutdown_grace=60
 echo old >"$M/main/k" || rfs_fail "write main/k"
 echo other >"$M/main/other" || rfs_fail "write main/other"
-coproc HW { "$hw" "$M/main/k" "$W/a1" "$W/a2"; }
-# bash unsets HW_PID and closes HW[] once the coprocess exits: keep copies
-hw_pid=$HW_PID
-exec {hw_in}<&"${HW[0]}" {hw_out}>&"${HW[1]}"
-read -r -u "$hw_in" line && [ "$line" = half ] ||
-	rfs_fail "halfwriter: '$line'"
+hw_start "$M/main/k"
 kill -TERM "$RFS_PID"
 wait_log "waiting up to 60 s for 1 file open for writing"
 rfs_is_mounted || rfs_fail "unmounted while a writer was open"
@@ -49,11 +71,8 @@ rfs_expect_err "Cannot send after transport endpoint shutdown" cat "$M/main/othe
 rfs_expect_err "Cannot send after transport endpoint shutdown" \
 	sh -c "echo new >'$M/main/new'"
 rfs_ok "SIGTERM with an open writer: new opens get ESHUTDOWN, the mount stays"
-echo go >&"$hw_out"
-read -r -u "$hw_in" line
-[ "$line" = "closed 0" ] || rfs_fail "halfwriter in the grace period: '$line'"
-wait "$hw_pid"
-exec {hw_in}<&- {hw_out}>&-
+hw_finish
+[ "$HWLINE" = "closed 0" ] || rfs_fail "halfwriter in the grace period: '$HWLINE'"
 rfs_wait_daemon 20 || rfs_fail "the daemon did not exit after the writer closed"
 [ "$RFS_DAEMON_RC" = 0 ] || rfs_fail "the daemon exited with $RFS_DAEMON_RC"
 rfs_ok "the writer's close during the grace period commits; then the daemon exits 0"
@@ -67,23 +86,15 @@ rfs_ok "after a restart main/k holds the whole value"
 echo old >"$M/main/k" || rfs_fail "rewrite main/k"
 rfs_umount
 rfs_mount -o shutdown_grace=1
-coproc HW { "$hw" "$M/main/k" "$W/a1" "$W/a2"; }
-# bash unsets HW_PID and closes HW[] once the coprocess exits: keep copies
-hw_pid=$HW_PID
-exec {hw_in}<&"${HW[0]}" {hw_out}>&"${HW[1]}"
-read -r -u "$hw_in" line && [ "$line" = half ] ||
-	rfs_fail "halfwriter (2): '$line'"
+hw_start "$M/main/k"
 kill -TERM "$RFS_PID"
 rfs_wait_daemon 20 || rfs_fail "the daemon did not exit after the grace period"
 [ "$RFS_DAEMON_RC" = 0 ] || rfs_fail "the daemon exited with $RFS_DAEMON_RC"
-echo go >&"$hw_out"
-read -r -u "$hw_in" line
-case $line in
+hw_finish
+case $HWLINE in
 "write "* | "closed "[!0]*) ;;
-*) rfs_fail "the writer after the grace period: '$line', expected an error" ;;
+*) rfs_fail "the writer after the grace period: '$HWLINE', expected an error" ;;
 esac
-wait "$hw_pid"
-exec {hw_in}<&- {hw_out}>&-
 rfs_unmount_dir "$RFS_MNT"
 grep -q "shutdown: main/k was still open for writing: its 50000 uncommitted bytes are dropped" \
 	"$RFS_LOG" || rfs_fail "the dropped data is not logged"

@@ -105,6 +105,11 @@ static void assert_limits_equal(const struct config_region *a,
 	assert_int_equal(a->lim.nstripes, b->lim.nstripes);
 	assert_int_equal(a->lim.strategy, b->lim.strategy);
 	assert_int_equal(a->durable, b->durable);
+	assert_int_equal(a->read_only, b->read_only);
+	assert_int_equal(a->owner, b->owner);
+	assert_int_equal(a->group, b->group);
+	assert_int_equal(a->mode, b->mode);
+	assert_int_equal(a->dir_mode, b->dir_mode);
 }
 
 /* Writes len bytes of data to a new temporary file; returns its path. */
@@ -411,8 +416,8 @@ static void test_bad_values_say_what_is_expected(void **state)
 		{"durable = maybe",
 		 "durable: expected true or false (or yes/no, on/off, 1/0), "
 		 "got 'maybe'"},
-		{"strategy = l\xc3\xa9",
-		 "strategy: expected lru, s3fifo or tinylfu, got 'l\\xc3\\xa9'"},
+		{"strategy = l\xc3\xa9", "strategy: expected lru, s3fifo or "
+					 "tinylfu, got 'l\\xc3\\xa9'"},
 	};
 	size_t i;
 
@@ -507,15 +512,15 @@ static void test_unknown_key_lists_the_valid_ones(void **state)
 	expect_error("[a]\nmax_entries = 1\nmax_byte = 1\n",
 		     "t.ini:3: unknown key 'max_byte' (valid: max_entries, "
 		     "max_bytes, max_value_size, ttl, tti, stripes, strategy, "
-		     "durable)");
+		     "durable, read_only, owner, group, mode, dir_mode)");
 	expect_error("[a]\nMax_Bytes = 1\n",
 		     "t.ini:2: unknown key 'Max_Bytes' (valid: max_entries, "
 		     "max_bytes, max_value_size, ttl, tti, stripes, strategy, "
-		     "durable)");
+		     "durable, read_only, owner, group, mode, dir_mode)");
 	expect_error("[a]\nmax bytes = 1\n",
 		     "t.ini:2: unknown key 'max bytes' (valid: max_entries, "
 		     "max_bytes, max_value_size, ttl, tti, stripes, strategy, "
-		     "durable)");
+		     "durable, read_only, owner, group, mode, dir_mode)");
 }
 
 static void test_duplicate_key_names_its_first_line(void **state)
@@ -794,7 +799,7 @@ static void test_long_unknown_key_is_reported_on_its_line(void **state)
 	k[64] = '\0';
 	m = xprintf("t.ini:3: unknown key '%s...' (valid: max_entries, "
 		    "max_bytes, max_value_size, ttl, tti, stripes, strategy, "
-		    "durable)",
+		    "durable, read_only, owner, group, mode, dir_mode)",
 		    k);
 	expect_error(t, m);
 	free(k);
@@ -812,7 +817,7 @@ static void test_colon_is_not_a_separator(void **state)
 	expect_error("[a]\nmax:bytes = 1M\n",
 		     "t.ini:2: unknown key 'max:bytes' (valid: max_entries, "
 		     "max_bytes, max_value_size, ttl, tti, stripes, strategy, "
-		     "durable)");
+		     "durable, read_only, owner, group, mode, dir_mode)");
 	expect_error("[a]\nttl = 1:30\n",
 		     "t.ini:2: ttl: expected a duration like 30s, 5m, 2h or 1d "
 		     "(0 = never), got '1:30'");
@@ -884,7 +889,8 @@ static void test_inline_comments_need_a_blank_before(void **state)
 		     "t.ini:2: max_bytes: expected a size like 64M, got "
 		     "'8M;eight'");
 	expect_error("[a]\nstrategy = lru#x\n",
-		     "t.ini:2: strategy: expected lru, s3fifo or tinylfu, got 'lru#x'");
+		     "t.ini:2: strategy: expected lru, s3fifo or tinylfu, got "
+		     "'lru#x'");
 	expect_error("[a]#x\n", "t.ini:1: unexpected text after ']'");
 }
 
@@ -910,7 +916,8 @@ static void test_trailing_blanks_crlf_and_bom_are_accepted(void **state)
 	expect_error("[a]\n\xef\xbb\xbfttl = 1h\n",
 		     "t.ini:2: unknown key '\\xef\\xbb\\xbfttl' (valid: "
 		     "max_entries, max_bytes, max_value_size, ttl, tti, "
-		     "stripes, strategy, durable)");
+		     "stripes, strategy, durable, read_only, owner, group, "
+		     "mode, dir_mode)");
 	/* line numbers in CRLF files are right */
 	expect_error("[a]\r\n\r\nttl = x\r\n",
 		     "t.ini:3: ttl: expected a duration like 30s, 5m, 2h or 1d "
@@ -1060,6 +1067,10 @@ static void test_load_reports_unreadable_files(void **state)
 				 "such file or directory");
 	assert_int_equal(config_load("/", &c, err, sizeof(err)), -EISDIR);
 	assert_string_equal(err, "/: cannot read: Is a directory");
+	/* a FIFO (or device) would block or never end: refused at once */
+	assert_int_equal(config_load("/dev/null", &c, err, sizeof(err)),
+			 -EINVAL);
+	assert_string_equal(err, "/dev/null: not a regular file");
 }
 
 static void test_load_refuses_huge_files(void **state)
@@ -1106,6 +1117,51 @@ static char *format_to_ini(const char *fmt)
 	return ini;
 }
 
+static void test_owner_group_mode_read_only(void **state)
+{
+	struct config *c;
+	const struct config_region *r;
+
+	(void)state;
+	c = parse_ok("[defaults]\nmode = 0600\n"
+		     "[a]\nowner = root\ngroup = root\ndir_mode = 0700\n"
+		     "read_only = true\n"
+		     "[b]\nowner = 1234\ngroup = 5678\nmode = 444\n");
+	r = &c->regions[0];
+	assert_int_equal(r->owner, 0);
+	assert_int_equal(r->group, 0);
+	assert_int_equal(r->mode, 0600); /* from [defaults] */
+	assert_int_equal(r->dir_mode, 0700);
+	assert_true(r->read_only);
+	r = &c->regions[1];
+	assert_int_equal(r->owner, 1234);
+	assert_int_equal(r->group, 5678);
+	assert_int_equal(r->mode, 0444);
+	assert_int_equal(r->dir_mode, 0755);
+	assert_false(r->read_only);
+	config_free(c);
+	c = parse_ok("[c]\n");
+	assert_int_equal(c->regions[0].owner, CONFIG_ID_UNSET);
+	assert_int_equal(c->regions[0].group, CONFIG_ID_UNSET);
+	assert_int_equal(c->regions[0].mode, 0644);
+	config_free(c);
+	expect_error("[a]\nmode = 0888\n",
+		     "t.ini:2: mode: expected octal permission bits like 0640, "
+		     "got '0888'");
+	expect_error("[a]\nmode = 4755\n",
+		     "t.ini:2: mode: expected octal permission bits like 0640, "
+		     "got '4755'");
+	expect_error("[a]\nowner = no-such-user-here\n",
+		     "t.ini:2: owner: expected a user name or uid, got "
+		     "'no-such-user-here'");
+	expect_error("[a]\ngroup = no-such-group-here\n",
+		     "t.ini:2: group: expected a group name or gid, got "
+		     "'no-such-group-here'");
+	expect_error("[a]\nread_only = maybe\n",
+		     "t.ini:2: read_only: expected true or false (or yes/no, "
+		     "on/off, 1/0), got 'maybe'");
+}
+
 static void test_format_round_trips(void **state)
 {
 	struct config *c, *back;
@@ -1119,6 +1175,8 @@ static void test_format_round_trips(void **state)
 		     "[full]\nmax_entries = 0\nmax_bytes = 0\n"
 		     "max_value_size = 64M\nttl = 1d\ntti = 1500ms\n"
 		     "stripes = 4096\nstrategy = s3fifo\ndurable = 1\n"
+		     "read_only = yes\nowner = root\ngroup = 42\n"
+		     "mode = 0640\ndir_mode = 750\n"
 		     "[odd]\nmax_bytes = 1000001\nmax_value_size = 999\n");
 	for (i = 0; i < c->nregions; i++) {
 		n = config_format_region(&c->regions[i], buf, sizeof(buf));
@@ -1144,7 +1202,10 @@ static void test_format_is_exact_and_snprintf_like(void **state)
 				   "tti 1500ms\n"
 				   "stripes 4\n"
 				   "strategy s3fifo\n"
-				   "durable true\n";
+				   "durable true\n"
+				   "read_only false\n"
+				   "mode 0644\n"
+				   "dir_mode 0755\n";
 	struct config *c;
 	char buf[512], small[10];
 	size_t n;
@@ -1337,6 +1398,7 @@ int main(void)
 		cmocka_unit_test(test_load_refuses_nul_in_a_setting),
 		cmocka_unit_test(test_load_reports_unreadable_files),
 		cmocka_unit_test(test_load_refuses_huge_files),
+		cmocka_unit_test(test_owner_group_mode_read_only),
 		cmocka_unit_test(test_format_round_trips),
 		cmocka_unit_test(test_format_is_exact_and_snprintf_like),
 		cmocka_unit_test(test_parses_run_concurrently),
