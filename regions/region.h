@@ -27,6 +27,8 @@
 #define REGION_MAX_KEY	   255 /* bytes in a key */
 #define REGION_MAX_NAME	   64  /* bytes in a region name, without NUL */
 #define REGION_MAX_STRIPES 4096
+/* A region is created with at most max_entries / this many stripes. */
+#define REGION_STRIPE_MIN_ENTRIES 512
 
 struct region;	      /* opaque */
 struct region_value;  /* opaque; immutable, reference counted */
@@ -66,7 +68,8 @@ struct region_stats {
 	uint64_t loads;		      /* flights completed successfully */
 	uint64_t load_failures;	      /* flights completed with an error */
 	uint64_t load_not_found;      /* flights completed with -ENOENT */
-	uint64_t load_ns;	      /* total time flights were in the air */
+	uint64_t load_ns;	      /* time flights were in the air (sampled
+				       * 1 in 8 per thread, scaled) */
 	uint64_t stale_puts_rejected; /* installs refused by the guard */
 	uint64_t uncacheable;	      /* loaded values too big to install */
 	uint64_t installs;	      /* values installed */
@@ -79,6 +82,11 @@ struct region_stats {
 	uint64_t bytes;			/* gauge: key + value bytes */
 	uint64_t flights;		/* gauge: loads in the air */
 	unsigned nstripes;		/* effective stripe count */
+	uint64_t stripe_max_entries;	/* a stripe's entry quota, 0 = none */
+	uint64_t hits_unrecorded;	/* hits the policy never saw */
+	uint64_t max_examined_per_hold; /* most entries + buckets examined
+					 * under one stripe lock hold, since
+					 * creation */
 };
 
 /* ---- values ---------------------------------------------------------- */

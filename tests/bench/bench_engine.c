@@ -1,8 +1,8 @@
 /*
  * bench_engine.c - the engine's hit path against the simplest alternative.
  *
- * Usage: bench_engine [SECONDS_PER_CELL] [THREADS,...] (defaults 0.3 and
- * 1,2,4,8,48).
+ * Usage: bench_engine [SECONDS_PER_CELL] [THREADS,...] [WORKLOAD,...]
+ * (defaults 0.3, 1,2,4,8,48 and zipf,mix48,mix2).
  *
  * The reference, written here: one pthread mutex around a chained hash
  * table (same hash function) with an exact LRU list, returning a pointer
@@ -370,7 +370,7 @@ static void *runner_main(void *arg)
 }
 
 struct result {
-	double ops_s, cpu_ns_per_hit;
+	double ops_s, cpu_ns_per_hit, cpu_ns_per_op;
 };
 
 static struct result run_cell(bool rfs, enum workload wl, unsigned nthreads)
@@ -398,7 +398,8 @@ static struct result run_cell(bool rfs, enum workload wl, unsigned nthreads)
 	dt = now_s() - t0;
 	pthread_barrier_destroy(&start);
 	return (struct result){(double)ops / dt,
-			       hits ? cpu * 1e9 / (double)hits : 0};
+			       hits ? cpu * 1e9 / (double)hits : 0,
+			       cpu * 1e9 / (double)ops};
 }
 
 static void setup(enum workload wl)
@@ -498,15 +499,20 @@ int main(int argc, char **argv)
 	}
 	make_draws();
 	for (w = 0; w < W__COUNT; w++) {
+		if (argc > 3 && !strstr(argv[3], wl_name[w]))
+			continue;
 		setup((enum workload)w);
 		for (t = 0; t < nth; t++) {
 			double a[REPS], b[REPS], ca[REPS], cb[REPS];
+			double oa[REPS], ob[REPS];
 
 			for (rep = 0; rep < REPS; rep++) {
 				struct result x = run_cell(false, w, threads[t]);
 				struct result y = run_cell(true, w, threads[t]);
 
 				a[rep] = x.ops_s;
+				oa[rep] = x.cpu_ns_per_op;
+				ob[rep] = y.cpu_ns_per_op;
 				ca[rep] = x.cpu_ns_per_hit;
 				b[rep] = y.ops_s;
 				cb[rep] = y.cpu_ns_per_hit;
@@ -515,10 +521,14 @@ int main(int argc, char **argv)
 			qsort(b, REPS, sizeof(double), cmp_double);
 			qsort(ca, REPS, sizeof(double), cmp_double);
 			qsort(cb, REPS, sizeof(double), cmp_double);
-			printf("%-6s t%-3u reference %12.0f ops/s  regionfs "
-			       "%12.0f ops/s  ratio %.2f\n",
+			qsort(oa, REPS, sizeof(double), cmp_double);
+			qsort(ob, REPS, sizeof(double), cmp_double);
+			printf("%-6s t%-3u reference %11.0f ops/s %6.0f cpu-ns/op"
+			       "  regionfs %11.0f ops/s %6.0f cpu-ns/op  ratio "
+			       "%.2f\n",
 			       wl_name[w], threads[t], a[REPS / 2],
-			       b[REPS / 2], b[REPS / 2] / a[REPS / 2]);
+			       oa[REPS / 2], b[REPS / 2], ob[REPS / 2],
+			       b[REPS / 2] / a[REPS / 2]);
 			printf("ops_reference_%s_t%u=%.0f\n", wl_name[w],
 			       threads[t], a[REPS / 2]);
 			printf("ops_regionfs_%s_t%u=%.0f\n", wl_name[w],
