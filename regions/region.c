@@ -297,8 +297,8 @@ static void stripe_apply_limits_locked(struct region *r, unsigned i,
 	region__quota_of(lim, r->nstripes, i, &s->quota_entries,
 			 &s->quota_bytes);
 	s->max_value_size = lim->max_value_size;
-	s->ttl_ms = lim->ttl_ms;
-	s->tti_ms = lim->tti_ms;
+	atomic_store_explicit(&s->ttl_ms, lim->ttl_ms, memory_order_relaxed);
+	atomic_store_explicit(&s->tti_ms, lim->tti_ms, memory_order_relaxed);
 }
 
 /* ---- lifecycle -------------------------------------------------------- */

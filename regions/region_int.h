@@ -278,8 +278,8 @@ struct stripe {
 	uint64_t quota_entries;		    /* L: stripe; or REGION_UNLIMITED */
 	uint64_t quota_bytes;		    /* L: stripe; or REGION_UNLIMITED */
 	uint64_t max_value_size;	    /* L: stripe; 0 = none */
-	uint64_t ttl_ms;		    /* L: stripe; 0 = never */
-	uint64_t tti_ms;		    /* L: stripe; 0 = never */
+	atomic_uint_fast64_t ttl_ms;	    /* L: stripe writes; 0 = never */
+	atomic_uint_fast64_t tti_ms;	    /* L: stripe writes; 0 = never */
 	struct entry *retired;		    /* L: stripe; newest first */
 	struct entry **retired_tail;	    /* L: stripe */
 	uint64_t nretired;		    /* L: stripe */
@@ -598,18 +598,27 @@ enum region_expiry {
 	REGION_EXPIRED_TTI,
 };
 
-/* Is e expired at now? Shared or exclusive lock held. */
+static inline uint64_t region__ttl(const struct stripe *s)
+{
+	return atomic_load_explicit(&s->ttl_ms, memory_order_relaxed);
+}
+
+static inline uint64_t region__tti(const struct stripe *s)
+{
+	return atomic_load_explicit(&s->tti_ms, memory_order_relaxed);
+}
+
+/* Is e expired at now? Lock held, or inside an epoch section. */
 static inline enum region_expiry
 region__expired(const struct stripe *s, const struct entry *e, uint64_t now)
 {
-	uint64_t acc;
+	uint64_t acc, ttl = region__ttl(s), tti = region__tti(s);
 
-	if (s->ttl_ms && now >= e->install_ms &&
-	    now - e->install_ms >= s->ttl_ms)
+	if (ttl && now >= e->install_ms && now - e->install_ms >= ttl)
 		return REGION_EXPIRED_TTL;
-	if (s->tti_ms) {
+	if (tti) {
 		acc = atomic_load_explicit(&e->access_ms, memory_order_relaxed);
-		if (now >= acc && now - acc >= s->tti_ms)
+		if (now >= acc && now - acc >= tti)
 			return REGION_EXPIRED_TTI;
 	}
 	return REGION_LIVE;
@@ -618,14 +627,14 @@ region__expired(const struct stripe *s, const struct entry *e, uint64_t now)
 /* Does this stripe need the clock at all on a hit? */
 static inline bool region__expiring(const struct stripe *s)
 {
-	return (s->ttl_ms | s->tti_ms) != 0;
+	return (region__ttl(s) | region__tti(s)) != 0;
 }
 
 /* Records a hit at now for tti (at most one store per millisecond). */
 static inline void region__touch_time(const struct stripe *s, struct entry *e,
 				      uint64_t now)
 {
-	if (s->tti_ms &&
+	if (region__tti(s) &&
 	    atomic_load_explicit(&e->access_ms, memory_order_relaxed) != now)
 		atomic_store_explicit(&e->access_ms, now, memory_order_relaxed);
 }

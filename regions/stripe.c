@@ -128,6 +128,8 @@ int region__stripe_init(struct stripe *s, const struct region_evict_ops *ops)
 	atomic_init(&s->old, NULL);
 	atomic_init(&s->gen, 0);
 	atomic_init(&s->max_examined, 0);
+	atomic_init(&s->ttl_ms, 0);
+	atomic_init(&s->tti_ms, 0);
 	s->retired_tail = &s->retired;
 	s->quota_entries = REGION_UNLIMITED;
 	s->quota_bytes = REGION_UNLIMITED;
