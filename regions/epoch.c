@@ -10,14 +10,12 @@
  * - one global epoch E;
  * - each thread has a record (on its own cache line) holding 0 when
  *   outside a read section, or (epoch << 1) | 1 when inside one. Entering
- *   publishes the epoch with a plain store to the thread's own line: no
- *   cache line shared with other readers is written, and no locked
- *   instruction runs. The store must be visible before the reader's loads
- *   of the table; instead of a fence on every hit, the advancing writer
- *   runs membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which makes every
- *   running thread of the process execute a full barrier (the asymmetric
- *   scheme of liburcu's "memb" flavour). Without membarrier (old kernels,
- *   seccomp), entering uses a sequentially consistent exchange instead;
+ *   publishes the epoch with a sequentially consistent exchange on the
+ *   thread's own line: no cache line shared with other readers is written.
+ *   (The asymmetric alternative, a plain store here and membarrier() in
+ *   the writer as in liburcu's "memb" flavour, was tried: on our VM one
+ *   membarrier() costs ~30 us of IPIs, and rate-limiting it made the
+ *   retired batches large and cold, which cost more than the exchange);
  * - E advances to E + 1 only when every thread inside a section entered
  *   at E (region__epoch_try_advance(), called by writers, scanning the
  *   records);
@@ -45,11 +43,8 @@
  * thread keeps alive after their entries left the cache (documented in
  * region.h).
  */
-#include <linux/membarrier.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "region_int.h"
 
@@ -61,8 +56,7 @@ struct epoch_rec {
 };
 
 static atomic_uint_fast64_t global_epoch = 2;
-static pthread_once_t memb_once = PTHREAD_ONCE_INIT;
-static atomic_bool memb_ok; /* set once, before any record exists */
+static atomic_uint nrecs; /* records ever allocated */
 static _Atomic(struct epoch_rec *) recs;
 static pthread_mutex_t recs_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t thread_key;
@@ -104,19 +98,10 @@ static void key_init(void)
 	pthread_key_create(&thread_key, thread_exit);
 }
 
-static void memb_init(void)
-{
-	long rc = syscall(SYS_membarrier,
-			  MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0);
-
-	atomic_store(&memb_ok, rc == 0);
-}
-
 static struct epoch_rec *rec_acquire(void)
 {
 	struct epoch_rec *rec;
 
-	pthread_once(&memb_once, memb_init);
 	pthread_once(&key_once, key_init);
 	pthread_mutex_lock(&recs_mu);
 	for (rec = atomic_load(&recs); rec; rec = rec->next) {
@@ -131,6 +116,7 @@ static struct epoch_rec *rec_acquire(void)
 		rec->next = atomic_load(&recs);
 		atomic_init(&rec->in_use, true);
 		atomic_store(&recs, rec);
+		atomic_fetch_add(&nrecs, 1);
 	}
 	atomic_store(&rec->in_use, true);
 	rec->depth = 0;
@@ -150,17 +136,9 @@ void region__epoch_enter(void)
 		uint64_t e = atomic_load_explicit(&global_epoch,
 						  memory_order_relaxed);
 
-		if (region__likely(atomic_load_explicit(&memb_ok,
-							memory_order_relaxed))) {
-			/* ordered by the writer's membarrier() */
-			atomic_store_explicit(&rec->state, (e << 1) | 1,
-					      memory_order_relaxed);
-			atomic_signal_fence(memory_order_seq_cst);
-		} else {
-			/* the publication is ordered before our loads */
-			atomic_exchange_explicit(&rec->state, (e << 1) | 1,
-						 memory_order_seq_cst);
-		}
+		/* the publication is ordered before our loads */
+		atomic_exchange_explicit(&rec->state, (e << 1) | 1,
+					 memory_order_seq_cst);
 	}
 }
 
@@ -177,18 +155,19 @@ uint64_t region__epoch_now(void)
 	return atomic_load_explicit(&global_epoch, memory_order_seq_cst);
 }
 
+unsigned region__epoch_nthreads(void)
+{
+	return atomic_load_explicit(&nrecs, memory_order_relaxed);
+}
+
 uint64_t region__epoch_try_advance(void)
 {
-	uint64_t e = atomic_load_explicit(&global_epoch, memory_order_seq_cst);
-	struct epoch_rec *first = atomic_load_explicit(&recs,
-						       memory_order_acquire);
 	struct epoch_rec *rec;
+	uint64_t e = atomic_load_explicit(&global_epoch, memory_order_seq_cst);
 
-	/* every reader's state store is visible after this (see above);
-	 * memb_ok was set before the first record was published */
-	if (first && atomic_load_explicit(&memb_ok, memory_order_relaxed))
-		syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
-	for (rec = first; rec; rec = rec->next) {
+
+	for (rec = atomic_load_explicit(&recs, memory_order_acquire); rec;
+	     rec = rec->next) {
 		uint64_t st = atomic_load_explicit(&rec->state,
 						   memory_order_seq_cst);
 

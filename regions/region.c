@@ -450,13 +450,50 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * One spare flight per thread (sized for the longest key): a thread has
+ * at most one load in the air in the common case, so most misses neither
+ * malloc nor free a flight. Freed at thread exit by a key destructor.
+ */
+static __thread struct region_flight *spare_flight;
+static pthread_key_t spare_key;
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+
+static void spare_free(void *arg)
+{
+	free(arg);
+	spare_flight = NULL;
+}
+
+static void spare_key_init(void)
+{
+	pthread_key_create(&spare_key, spare_free);
+}
+
+static void flight_free(struct region_flight *fl)
+{
+	if (!spare_flight) {
+		pthread_once(&spare_once, spare_key_init);
+		spare_flight = fl;
+		pthread_setspecific(spare_key, fl);
+		return;
+	}
+	free(fl);
+}
+
 static struct region_flight *flight_create(uint64_t hash, const void *key,
 					   size_t klen)
 {
-	struct region_flight *fl = malloc(sizeof(*fl) + klen);
+	struct region_flight *fl = spare_flight;
 
-	if (!fl)
-		return NULL;
+	if (fl) {
+		spare_flight = NULL;
+		pthread_setspecific(spare_key, NULL);
+	} else {
+		fl = malloc(sizeof(*fl) + REGION_MAX_KEY);
+		if (!fl)
+			return NULL;
+	}
 	fl->next = NULL;
 	fl->r = NULL;
 	fl->hash = hash;
@@ -480,7 +517,7 @@ static void flight_unref(struct region_flight *fl)
 	    atomic_fetch_sub_explicit(&fl->refs, 1, memory_order_acq_rel) != 1)
 		return;
 	region_value_unref(fl->val);
-	free(fl);
+	flight_free(fl);
 }
 
 static void detach_at_locked(struct stripe *s, struct region_flight **pp);
@@ -658,19 +695,19 @@ static int get_slow(struct region *r, struct stripe *s, uint64_t h,
 	rc = miss_locked(r, s, h, key, klen, fl_new, out, &join);
 	region__stripe_wrunlock(s);
 	if (rc == REGION_HIT) {
-		free(fl_new); /* never attached: ours alone */
+		flight_free(fl_new); /* never attached: ours alone */
 		region__count(r, ST_HITS, 1);
 		return REGION_HIT;
 	}
 	region__count(r, ST_MISSES, 1);
 	if (rc == REGION_LOAD) {
-		fl_new->r = region_ref(r);
+		fl_new->r = r; /* the caller keeps r alive until done */
 		if (load_tick++ % LOAD_SAMPLE == 0)
 			fl_new->start_ns = mono_ns();
 		*flight = fl_new;
 		return REGION_LOAD;
 	}
-	free(fl_new); /* never attached: ours alone */
+	flight_free(fl_new); /* never attached: ours alone */
 	return flight_wait(s, join, out);
 }
 
@@ -821,11 +858,10 @@ int region_flight_done(struct region *r, struct region_flight *fl, int rc,
 	flight_publish_locked(s, fl, rc, waiters ? v : NULL);
 	region__stripe_wrunlock(s);
 	*out = v;
-	region_unref(fl->r);
 	if (waiters)
 		flight_unref(fl);
 	else
-		free(fl); /* detached, no waiter: ours alone */
+		flight_free(fl); /* detached, no waiter: ours alone */
 	return rc;
 }
 

@@ -162,7 +162,8 @@ enum {
  *   by the region, allocates nothing, copies nothing.
  * - Miss, no load in the air: registers a flight and returns REGION_LOAD
  *   with *flight set; the caller must load the value without holding locks
- *   and call region_flight_done() exactly once.
+ *   and call region_flight_done() exactly once, holding its reference to
+ *   the region until then (a flight does not keep the region alive).
  * - Miss while another caller's load of the same key is in the air: sleeps
  *   until it completes and returns its result: REGION_HIT with *out, or
  *   its negative errno (errors are not cached).

@@ -167,7 +167,7 @@ struct entry {
  */
 struct region_flight {
 	struct region_flight *next; /* L: stripe; while attached */
-	struct region *r;	    /* holds a region reference until done */
+	struct region *r;	    /* the caller's; no reference of its own */
 	uint64_t hash;		    /* immutable */
 	uint64_t start_ns;	    /* immutable; coarse monotonic clock */
 	uint32_t gen;		    /* immutable; stripe generation */
@@ -431,8 +431,10 @@ void region__epoch_exit(void);
 /* The global epoch. */
 uint64_t region__epoch_now(void);
 /* Advances the epoch if every section in progress entered at the current
- * one; returns the epoch afterwards. */
+ * one; returns the epoch afterwards. Scans one record per thread. */
 uint64_t region__epoch_try_advance(void);
+/* Threads that have ever had a record (the cost of a scan). */
+unsigned region__epoch_nthreads(void);
 /* Something retired at epoch e can be freed once the epoch is >= e + 2. */
 static inline bool region__epoch_safe(uint64_t retired, uint64_t now)
 {

@@ -56,7 +56,7 @@
 
 #define STRIPE_MIN_BUCKETS     16
 #define REGION_MIGRATE_BUCKETS 64  /* per lock hold */
-#define RETIRE_ADVANCE_AT      256 /* retired entries before a scan */
+#define RETIRE_ADVANCE_AT      64 /* retired entries before a scan, + 4 per thread */
 
 /*
  * The hash seed: random per process, so that nobody can aim keys at one
@@ -270,7 +270,9 @@ static void collect_locked(struct stripe *s, struct entry **ents,
 	*tabs = NULL;
 	if (!s->retired && !s->retired_tabs)
 		return;
-	now = s->nretired >= RETIRE_ADVANCE_AT || s->retired_tabs
+	/* a scan reads a line per thread: amortize it over the retired */
+	now = s->nretired >= RETIRE_ADVANCE_AT + 4 * region__epoch_nthreads() ||
+			      s->retired_tabs
 		      ? region__epoch_try_advance()
 		      : region__epoch_now();
 	/* the list is oldest first: detach the prefix that is safe */
