@@ -802,9 +802,10 @@ static void install_locked(struct region *r, struct stripe *s,
 	old = region__stripe_find(s, fl->hash, fl->key, fl->klen);
 	if (old)
 		region__unlink_locked(s, old, NULL);
-	/* bounded: excess left by a lowered limit goes in later holds */
-	region__make_room_locked(r, s, true, e->charge, REGION_SWEEP_BATCH,
-				 NULL);
+	/* bounded: excess left by a lowered limit goes in later holds (half
+	 * the hold's budget: the link may migrate table buckets too) */
+	region__make_room_locked(r, s, true, e->charge,
+				 REGION_SWEEP_BATCH / 2, NULL);
 	region__link_locked(s, e, region_now_ms());
 	region__count(r, ST_INSTALLS, 1);
 }

@@ -56,6 +56,7 @@
 
 #define STRIPE_MIN_BUCKETS     16
 #define REGION_MIGRATE_BUCKETS 64  /* per lock hold */
+#define REGION_MIGRATE_MAX     256 /* buckets + entries per lock hold */
 #define RETIRE_ADVANCE_AT      64 /* retired entries before a scan, + 4 per thread */
 
 /*
@@ -422,7 +423,7 @@ void region__migrate_step_locked(struct stripe *s)
 	}
 	end = s->migrate_pos + REGION_MIGRATE_BUCKETS;
 	for (; s->migrate_pos <= o->mask && s->migrate_pos < end &&
-	       moved < REGION_SWEEP_BATCH / 2;
+	       moved < REGION_MIGRATE_MAX - REGION_MIGRATE_BUCKETS;
 	     s->migrate_pos++) {
 		_Atomic(struct entry *) *b = &o->b[s->migrate_pos];
 		struct entry *e;
@@ -575,7 +576,7 @@ size_t region__reclaim_stale_locked(struct region *r, struct stripe *s,
 		e = atomic_load_explicit(&t->b[s->stale_pos],
 					 memory_order_relaxed);
 		seen++;
-		for (; e; e = next) {
+		for (; e && seen < max; e = next) {
 			next = atomic_load_explicit(&e->hnext,
 						    memory_order_relaxed);
 			seen++;
@@ -584,7 +585,8 @@ size_t region__reclaim_stale_locked(struct region *r, struct stripe *s,
 				got++;
 			}
 		}
-		s->stale_pos++;
+		if (!e) /* else resume in this bucket next time */
+			s->stale_pos++;
 	}
 	s->examined += seen;
 	if (!s->nentries && s->ops->reset_locked)
@@ -600,11 +602,12 @@ size_t region__make_room_locked(struct region *r, struct stripe *s, bool adding,
 
 	region__assert_wrlocked(s);
 	if (s->stale_n && region__over_quota(s, adding, charge))
-		region__reclaim_stale_locked(r, s, max);
+		region__reclaim_stale_locked(r, s, max / 2);
 	while (before - s->nentries < max &&
 	       region__over_quota(s, adding, charge)) {
 		/* bounded per hold; the sweep and later installs go on */
-		if (s->examined >= REGION_SWEEP_BATCH && before != s->nentries)
+		if (s->examined + REGION_MIGRATE_MAX >= REGION_SWEEP_BATCH &&
+		    before != s->nentries)
 			break;
 		s->examined++;
 		if (!s->ops->evict_locked(r, s, grave))
