@@ -190,7 +190,7 @@ static inline struct vref_slot *vslot_of(const struct region_value *v)
 static void vslot_release(struct vref_slot *sl)
 {
 	struct region_value *v = sl->v;
-	uint32_t give = VREF_BIAS - sl->used;
+	unsigned give = VREF_BIAS - sl->used;
 
 	sl->v = NULL;
 	sl->used = 0;

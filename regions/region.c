@@ -104,9 +104,9 @@ struct region_value *region_value_create(const void *data, size_t len)
 	if (!v)
 		return NULL;
 	atomic_init(&v->refs, 1);
-	v->adopted = false;
+	v->kind = VALUE_INLINE;
+	v->back = 0;
 	v->len = len;
-	v->data = v->inline_data;
 	v->mtime_ns = 0;
 	v->version = 0;
 	v->tag = 0;
@@ -117,16 +117,17 @@ struct region_value *region_value_create(const void *data, size_t len)
 
 struct region_value *region_value_adopt(void *buf, size_t len)
 {
-	struct region_value *v = malloc(sizeof(*v));
+	struct region_value *v = malloc(sizeof(*v) + sizeof(void *));
 
 	if (!v) {
 		free(buf);
 		return NULL;
 	}
 	atomic_init(&v->refs, 1);
-	v->adopted = buf != NULL;
+	v->kind = buf ? VALUE_ADOPTED : VALUE_INLINE;
+	v->back = 0;
 	v->len = buf ? len : 0;
-	v->data = buf ? buf : v->inline_data;
+	memcpy(v->inline_data, &buf, sizeof(buf));
 	v->mtime_ns = 0;
 	v->version = 0;
 	v->tag = 0;
@@ -135,7 +136,12 @@ struct region_value *region_value_adopt(void *buf, size_t len)
 
 const void *region_value_data(const struct region_value *v)
 {
-	return v->data;
+	void *p;
+
+	if (v->kind != VALUE_ADOPTED)
+		return v->inline_data;
+	memcpy(&p, v->inline_data, sizeof(p));
+	return p;
 }
 
 size_t region_value_len(const struct region_value *v)
@@ -177,8 +183,12 @@ struct region_value *region_value_ref(struct region_value *v)
 
 void region__value_free(struct region_value *v)
 {
-	if (v->adopted)
-		free((void *)v->data);
+	if (v->kind == VALUE_EMBEDDED) {
+		free((char *)v - v->back); /* the entry's block */
+		return;
+	}
+	if (v->kind == VALUE_ADOPTED)
+		free((void *)region_value_data(v));
 	free(v);
 }
 
@@ -838,8 +848,9 @@ int region_flight_done(struct region *r, struct region_flight *fl, int rc,
 		region_value_unref(v);
 		v = NULL;
 	} else {
-		/* no reference yet: taken below, with the waiters', in one
-		 * atomic add; NULL just skips the install */
+		/* a copy in the entry, or no reference yet: taken below,
+		 * with the waiters', in one atomic add; NULL just skips the
+		 * install */
 		e = region__entry_create(fl->hash, fl->key, fl->klen, v);
 	}
 	count_load(r, fl, rc);
@@ -851,7 +862,7 @@ int region_flight_done(struct region *r, struct region_flight *fl, int rc,
 		free(e); /* never linked, holds no reference */
 		e = NULL;
 	}
-	refs = (e != NULL) + (v && waiters);
+	refs = (e && e->val == v) + (v && waiters);
 	if (refs)
 		atomic_fetch_add_explicit(&v->refs, refs, memory_order_relaxed);
 	if (e)

@@ -109,16 +109,30 @@ static inline struct rlist *rlist_tail(const struct rlist *head)
 
 /* ---- values ---------------------------------------------------------- */
 
-struct region_value {
-	atomic_uint_fast32_t refs; /* references; freed at zero */
-	bool adopted;		   /* data is a separate malloc block */
-	size_t len;		   /* immutable */
-	const unsigned char *data; /* immutable; inline[] or adopted */
-	int64_t mtime_ns;	   /* set before publication, then immutable */
-	uint64_t version;	   /* set before publication, then immutable */
-	uint64_t tag;		   /* set before publication, then immutable */
-	unsigned char inline_data[];
+enum value_kind {
+	VALUE_INLINE = 0, /* data in inline_data[] */
+	VALUE_ADOPTED,	  /* inline_data[] holds a pointer to malloc'd data */
+	VALUE_EMBEDDED,	  /* inline_data[], in its entry's allocation */
 };
+
+/*
+ * 40 bytes of header. An installed value of at most REGION_EMBED_MAX
+ * bytes is copied into its entry's allocation (one malloc per entry: key,
+ * headers and value together); the block is freed with the last reference
+ * to the value, which may outlive the entry.
+ */
+struct region_value {
+	atomic_uint refs; /* references; freed at zero */
+	uint8_t kind;	  /* enum value_kind; immutable */
+	uint16_t back;	  /* EMBEDDED: offset of the value in its block */
+	size_t len;	  /* immutable */
+	int64_t mtime_ns; /* set before publication, then immutable */
+	uint64_t version; /* set before publication, then immutable */
+	uint64_t tag;	  /* set before publication, then immutable */
+	alignas(8) unsigned char inline_data[];
+};
+
+#define REGION_EMBED_MAX 4096 /* bytes copied into the entry at install */
 
 /* ---- entries --------------------------------------------------------- */
 
@@ -540,8 +554,13 @@ static inline bool region__entry_live(const struct stripe *s,
 	       e->gen == atomic_load_explicit(&s->gen, memory_order_acquire);
 }
 
-/* A new entry for v, or NULL. It owns no reference to v yet: the caller
- * takes one before linking it (or frees an entry never linked). */
+/*
+ * A new entry for v, or NULL. A value of at most REGION_EMBED_MAX bytes is
+ * copied into the entry's allocation: then e->val is the copy, holding the
+ * entry's reference. Otherwise e->val is v and the entry owns no reference
+ * to it yet: the caller takes one before linking. An entry never linked is
+ * freed with free().
+ */
 struct entry *region__entry_create(uint64_t hash, const void *key, size_t klen,
 				   struct region_value *v);
 

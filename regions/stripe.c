@@ -145,7 +145,13 @@ int region__stripe_init(struct stripe *s, const struct region_evict_ops *ops)
 
 static void entry_free(struct entry *e)
 {
-	region_value_unref(e->val);
+	struct region_value *v = e->val;
+
+	if (v->kind == VALUE_EMBEDDED) {
+		region_value_unref(v); /* the block goes with the last one */
+		return;
+	}
+	region_value_unref(v);
 	free(e);
 }
 
@@ -370,13 +376,30 @@ void region__stripe_record_hit(struct region *r, struct stripe *s,
 struct entry *region__entry_create(uint64_t hash, const void *key, size_t klen,
 				   struct region_value *v)
 {
-	struct entry *e = malloc(sizeof(*e) + klen);
+	size_t off = (sizeof(struct entry) + klen + 7) & ~(size_t)7;
+	bool embed = v->len <= REGION_EMBED_MAX;
+	struct entry *e;
 
+	e = malloc(embed ? off + sizeof(*v) + v->len : sizeof(*e) + klen);
 	if (!e)
 		return NULL;
 	atomic_init(&e->hnext, NULL);
 	e->hash = hash;
 	e->val = v;
+	if (embed) {
+		struct region_value *c = (void *)((char *)e + off);
+
+		atomic_init(&c->refs, 1); /* the entry's */
+		c->kind = VALUE_EMBEDDED;
+		c->back = (uint16_t)off;
+		c->len = v->len;
+		c->mtime_ns = v->mtime_ns;
+		c->version = v->version;
+		c->tag = v->tag;
+		if (v->len)
+			memcpy(c->inline_data, region_value_data(v), v->len);
+		e->val = c;
+	}
 	rlist_init(&e->qnode);
 	e->charge = (uint64_t)klen + v->len;
 	e->install_ms = 0;
