@@ -5,24 +5,21 @@
  * counter slots (stats.c). This file holds the public entry points that
  * tie them together.
  *
- * The read path. A hit takes the stripe's shared lock, finds the entry,
- * checks expiry (reading the clock only if the region has a ttl or tti),
- * takes a reference on the immutable value (one atomic add), records the
- * access for the policy (evict.c), drops the lock and counts the hit in
- * this thread's counter slot. No allocation, no copy, no region-wide lock
- * and no exclusive lock: the hit-path cost is the rwlock's reader count,
- * the value's refcount and the slot counter. A miss (or an expired entry)
- * retakes the stripe exclusively, re-checks, and registers a flight.
+ * The read path. A hit takes no lock (stripe.c, epoch.c): inside an epoch
+ * section it finds the entry with acquire loads, checks that it is live
+ * (not unlinked, not from before an invalidate-all) and not expired
+ * (reading the clock only if the region has a ttl or tti), takes a value
+ * reference through the thread's cache of hot values, and records the
+ * access for the policy (S3-FIFO: a frequency byte; LRU: the thread's lane
+ * on the stripe); then it counts the hit in the thread's own counter slot.
+ * No allocation, no copy, and no store to a cache line that other readers
+ * of the stripe write. A miss (or a dead or expired entry) takes the
+ * stripe's mutex, re-checks, and registers a flight.
  *
- * Measured (bench_hit, 2-vCPU VM, best of 6 runs, 16 stripes): a hit
- * (get + unref) on 256 cache-resident keys costs 25 ns with S3-FIFO and
- * 36 ns with LRU (its access buffer), single-threaded; on 10,000 keys with
- * 1 KiB values (10 MB, two cache misses per hit: entry, value) 51 ns and
- * 57 ns. Two threads reach 37.5M hits/s there (1.9x one thread), where the
- * same table behind one mutex copying the value out (seed 000's design)
- * does 9.0M/s on one thread and drops to 5.0M/s on two. On tiny resident
- * values one uncontended mutex plus a 64-byte copy is a little cheaper
- * (22 ns) on one thread; with two threads the region wins (52M vs 41M/s).
+ * Measured (tests/bench/bench_engine against one mutex + hash table + exact
+ * LRU returning a pointer, same process, 2-vCPU VM shared with other
+ * builds, so figures move by 2x between runs): see the commit messages and
+ * the issue 8 report for the numbers of a run.
  *
  * Flights (single-flight loads and the stale-put guard). Every install goes
  * through a flight registered on a miss under the stripe's exclusive lock.
@@ -33,7 +30,9 @@
  * wakes the waiters with the value or the error (errors are never cached).
  * region_invalidate() (a write's E1 and E2, or an outside change) unlinks
  * the entry and poisons and detaches the key's flight, all under the
- * stripe lock. Poisoned: its install will be refused (stale_puts_rejected).
+ * stripe lock; a reader that found the entry before the unlink may still
+ * return it (its read overlapped the write), and one that starts after
+ * cannot find it (release/acquire on the chain). Poisoned: its install will be refused (stale_puts_rejected).
  * Detached: a region_get() that starts after the invalidation cannot join
  * it, so it registers a fresh flight whose load starts after the
  * invalidation. Waiters already on the poisoned flight still get its value
@@ -64,7 +63,8 @@
  * Locking: see region_int.h. The region itself has two mutexes: cfg_mu
  * (the configured limits, for region_limits_get/set) and sweep_mu
  * (expire.c). region_set_limits() takes each stripe's lock in turn to
- * update its quotas and never holds two.
+ * update its quotas and never holds two. Joined waiters sleep on their
+ * stripe's condition variable under its mutex.
  */
 #include <errno.h>
 #include <stdlib.h>

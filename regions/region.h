@@ -143,9 +143,11 @@ const char *region_name(const struct region *r);
 void region_limits_get(struct region *r, struct region_limits *out);
 /*
  * Applies new limits live. Shrinking does not evict here: the excess is
- * evicted incrementally by region_sweep() and by later installs, so readers
- * are never blocked for more than one stripe's batch. A change of nstripes
- * or strategy cannot be applied live: -EINVAL (recreate the region).
+ * evicted incrementally by region_sweep() and by later installs, at most
+ * a batch per lock hold (readers are never blocked at all). A change of
+ * nstripes or strategy, or limits that would leave a stripe of the
+ * region without room for one entry, cannot be applied live: -EINVAL
+ * (recreate the region).
  */
 int region_set_limits(struct region *r, const struct region_limits *lim);
 
@@ -158,8 +160,11 @@ enum {
 
 /*
  * Looks key up.
- * - Hit: returns REGION_HIT with a reference in *out. Takes no lock shared
- *   by the region, allocates nothing, copies nothing.
+ * - Hit: returns REGION_HIT with a reference in *out. Takes no lock,
+ *   allocates nothing, copies nothing. (A thread keeps references to up to
+ *   16 recently hit values of at most 4 KiB in a private cache, so that a
+ *   hot value's count is not written on every hit: such a value may be
+ *   freed only when that thread next hits or exits.)
  * - Miss, no load in the air: registers a flight and returns REGION_LOAD
  *   with *flight set; the caller must load the value without holding locks
  *   and call region_flight_done() exactly once, holding its reference to
@@ -203,7 +208,8 @@ bool region_contains(struct region *r, const void *key, size_t klen);
  */
 void region_invalidate(struct region *r, const void *key, size_t klen,
 		       enum region_origin origin);
-/* Invalidates every key and poisons every flight (a bulk outside change). */
+/* Invalidates every key and poisons every flight (a bulk outside change).
+ * O(stripes): entries are reclaimed lazily, in bounded batches. */
 void region_invalidate_all(struct region *r, enum region_origin origin);
 
 /* ---- maintenance ----------------------------------------------------- */
