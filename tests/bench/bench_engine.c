@@ -2,7 +2,8 @@
  * bench_engine.c - the engine's hit path against the simplest alternative.
  *
  * Usage: bench_engine [SECONDS_PER_CELL] [THREADS,...] [WORKLOAD,...]
- * (defaults 0.3, 1,2,4,8,48 and zipf,mix48,mix2).
+ * (defaults 0.3, 1,2,4,8,48 and zipf,mix48,mix2). The region's policy is
+ * LRU, or the one named by BENCH_STRATEGY (lru, s3fifo).
  *
  * The reference, written here: one pthread mutex around a chained hash
  * table (same hash function) with an exact LRU list, returning a pointer
@@ -409,6 +410,10 @@ static void setup(enum workload wl)
 	unsigned i, n = wl == W_ZIPF ? ZIPF_KEYS : MIX_KEYS;
 	uint64_t dummy = 0;
 
+	const char *strat = getenv("BENCH_STRATEGY");
+
+	if (strat && strcmp(strat, "s3fifo") == 0)
+		lim.strategy = REGION_STRATEGY_S3FIFO;
 	if (wl != W_ZIPF)
 		lim.max_entries = MIX_CAP;
 	if (region_create("bench", &lim, &reg)) {
