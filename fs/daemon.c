@@ -1,44 +1,16 @@
 /*
- * daemon.c - the daemon's shared state: regions, counters, background work.
- *
- * The region table. Requests find a region by name on every LOOKUP, OPEN
- * and commit, so that lookup must not serialize readers. The table is an
- * immutable snapshot (struct rfs_table: the regions in file order plus a
- * sorted index for bsearch) that a reload builds aside and swaps in whole.
- * The classic problem with a swapped pointer is the window between loading
- * it and taking a reference, in which the old table could be freed. It is
- * closed here with a sharded reader lock: TABLE_SHARDS rwlocks, each on its
- * own cache line; a reader takes only the shard of its thread (threads get
- * distinct shards until there are more than TABLE_SHARDS of them), loads
- * the pointer, takes a reference on the one region it wants and unlocks;
- * the swap takes every shard exclusively. So a reader touches no cache
- * line that other readers write except the region's own reference count,
- * and the reload, which is rare, pays for the exclusion. An RCU grace
- * period would save the shard lock but needs quiescent states that
- * libfuse's worker threads do not report.
- *
- * A request that started with a region keeps it (struct rfs_region, which
- * holds an engine reference) until it ends, even if a reload removes or
- * recreates the region meanwhile. Writes invalidate (E1/E2) in whatever
- * region currently has the name, so a reload between E1 and E2 cannot
- * strand a stale value: a recreated region starts empty, and any flight in
- * it is poisoned by E2.
+ * daemon.c - the roof of the daemon: the background thread, regions.ini
+ * reloads, the change feed's start and stop, systemd notification.
+ * Nothing in fs/ calls up into it but main.c (fs.h has the floors).
  *
  * Reloads (SIGHUP, or regions.ini saved) run on the background thread:
  * parse (config_load); on error keep everything and record the message for
- * .regionfs/config; on success build the new table - new regions are
- * created, a region whose stripes or strategy changed is recreated (its
- * cache starts cold), others get region_set_limits() and keep their cache -
- * swap it in, bump the generation, and tell the kernel to drop the root
- * dentries of regions that came or went (fuse_lowlevel_notify_inval_entry,
- * never from a request handler: the kernel may wait on the directory lock
- * a request holds). Files opened before a reload keep the settings they
+ * .regionfs/config; on success build the new table (state.c) and swap it
+ * in, bump the generation, and tell the kernel to drop the root dentries
+ * of regions that came or went (fuse_lowlevel_notify_inval_entry, never
+ * from a request handler: the kernel may wait on the directory lock a
+ * request holds). Files opened before a reload keep the settings they
  * were opened with (max_value_size, durable).
- *
- * Counters: struct rfs_counters (virtual.h) lives in COUNTER_SLOTS
- * per-thread slots, each on its own cache lines, added with relaxed atomics
- * and summed when a stats file is opened. One shared atomic for READ
- * counts was the top hot spot in seed 003's measurements.
  *
  * The background thread wakes every 100 ms: region_sweep() with a bounded
  * budget on every region (expired entries and the excess left by a
@@ -54,12 +26,8 @@
  * first event of a burst, so that an editor's several writes load once,
  * yet a file saved over and over cannot postpone it forever).
  *
- * Locking:
- *   rfs.cfg_lock   the generation and last-load fields of struct rfs, and
- *                  the table swap (one reload at a time; the view builder
- *                  takes the table and the generation together)
- *   shards[i].l    readers: their own shard; the swap: all, in index order
- *   order: cfg_lock -> shards. No lock is held across a store_*() call.
+ * Locking: rfs.cfg_lock (state.c) around a reload's swap; no lock of its
+ * own (the thread's state is its own; the flags are atomics).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -77,31 +45,16 @@
 
 #include "fs.h"
 
-#define TABLE_SHARDS	   16
-#define COUNTER_SLOTS	   32
+static uint64_t mono_ms(void)
+{
+	return rfs_mono_ns() / 1000000;
+}
+
 #define TICK_MS		   100
 #define SWEEP_BUDGET	   1024
 #define PRUNE_EVERY_MS	   60000
 #define FEED_MAX_AGE_MS	   600000
 #define RELOAD_DEBOUNCE_MS 200
-
-struct rfs rfs = {
-	.cfg_lock = PTHREAD_MUTEX_INITIALIZER,
-};
-
-struct shard {
-	_Alignas(64) pthread_rwlock_t l;
-};
-
-struct counter_slot {
-	_Alignas(64) atomic_int_fast64_t c[RFS_C_NR];
-};
-
-static struct shard shards[TABLE_SHARDS] = {
-	[0 ... TABLE_SHARDS - 1] = {.l = PTHREAD_RWLOCK_INITIALIZER},
-};
-static struct rfs_table *cur_table; /* L: shards (all to write) */
-static struct counter_slot counters[COUNTER_SLOTS];
 
 static struct {
 	pthread_t thread;
@@ -114,336 +67,6 @@ static struct {
 	atomic_bool loop_done; /* the session loop has returned */
 } bg = {.pipe = {-1, -1}};
 
-/* ---- small helpers ------------------------------------------------------- */
-
-unsigned rfs_thread_slot(unsigned n)
-{
-	static atomic_uint next;
-	static __thread unsigned slot; /* 0: not assigned yet */
-
-	if (!slot)
-		slot = atomic_fetch_add(&next, 1) + 1;
-	return (slot - 1) % n;
-}
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* ---- counters ------------------------------------------------------------ */
-
-void rfs_count(enum rfs_ctr c, int64_t n)
-{
-	struct counter_slot *s = &counters[rfs_thread_slot(COUNTER_SLOTS)];
-
-	atomic_fetch_add_explicit(&s->c[c], n, memory_order_relaxed);
-}
-
-static uint64_t sum_counter(enum rfs_ctr c)
-{
-	int64_t sum = 0;
-	unsigned i;
-
-	for (i = 0; i < COUNTER_SLOTS; i++)
-		sum += atomic_load_explicit(&counters[i].c[c],
-					    memory_order_relaxed);
-	return sum > 0 ? (uint64_t)sum : 0;
-}
-
-void rfs_counters_sum(struct rfs_counters *out)
-{
-	memset(out, 0, sizeof(*out));
-	out->lookups = sum_counter(RFS_C_LOOKUPS);
-	out->opens = sum_counter(RFS_C_OPENS);
-	out->reads = sum_counter(RFS_C_READS);
-	out->read_bytes = sum_counter(RFS_C_READ_BYTES);
-	out->writes = sum_counter(RFS_C_WRITES);
-	out->write_bytes = sum_counter(RFS_C_WRITE_BYTES);
-	out->commits = sum_counter(RFS_C_COMMITS);
-	out->commit_errors = sum_counter(RFS_C_COMMIT_ERRORS);
-	out->unlinks = sum_counter(RFS_C_UNLINKS);
-	out->renames = sum_counter(RFS_C_RENAMES);
-	out->readdirs = sum_counter(RFS_C_READDIRS);
-	out->errors = sum_counter(RFS_C_ERRORS);
-	out->open_handles = sum_counter(RFS_C_OPEN_HANDLES);
-	out->inodes = rfs_inode_count();
-	out->config_reloads = atomic_load(&rfs.reloads);
-	out->config_failures = atomic_load(&rfs.reload_failures);
-	rfs_feed_counters(&out->feed_changes, &out->feed_lag_ms);
-	out->feed_poll_age_ms = rfs_feed_poll_age_ms();
-}
-
-/* ---- regions and tables -------------------------------------------------- */
-
-void rfs_region_put(struct rfs_region *rr)
-{
-	if (!rr || atomic_fetch_sub(&rr->refs, 1) != 1)
-		return;
-	region_unref(rr->r);
-	free(rr);
-}
-
-/* Wraps r (taking over the caller's engine reference). */
-static struct rfs_region *wrap_region(struct region *r,
-				      const struct config_region *cr)
-{
-	struct rfs_region *rr = calloc(1, sizeof(*rr));
-
-	if (!rr) {
-		region_unref(r);
-		return NULL;
-	}
-	atomic_init(&rr->refs, 1);
-	rr->r = r;
-	rr->cfg = *cr;
-	return rr;
-}
-
-void rfs_table_put(struct rfs_table *t)
-{
-	size_t i;
-
-	if (!t || atomic_fetch_sub(&t->refs, 1) != 1)
-		return;
-	for (i = 0; i < t->n; i++)
-		rfs_region_put(t->v[i]);
-	free(t->v);
-	free(t->byname);
-	free(t);
-}
-
-static int cmp_byname(const void *a, const void *b)
-{
-	const struct rfs_region *x = *(struct rfs_region *const *)a;
-	const struct rfs_region *y = *(struct rfs_region *const *)b;
-
-	return strcmp(x->cfg.name, y->cfg.name);
-}
-
-static int cmp_key(const void *key, const void *elem)
-{
-	const struct rfs_region *y = *(struct rfs_region *const *)elem;
-
-	return strcmp(key, y->cfg.name);
-}
-
-static struct rfs_region *table_find(const struct rfs_table *t,
-				     const char *name)
-{
-	struct rfs_region **p;
-
-	if (!t || !t->n)
-		return NULL;
-	p = bsearch(name, t->byname, t->n, sizeof(*p), cmp_key);
-	return p ? *p : NULL;
-}
-
-struct rfs_region *rfs_table_find(const struct rfs_table *t, const char *name)
-{
-	return table_find(t, name);
-}
-
-long rfs_table_index(const struct rfs_table *t, const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < t->n; i++)
-		if (strcmp(t->v[i]->cfg.name, name) == 0)
-			return (long)i;
-	return -1;
-}
-
-struct rfs_region *rfs_region_get(const char *name)
-{
-	struct shard *s = &shards[rfs_thread_slot(TABLE_SHARDS)];
-	struct rfs_region *rr;
-
-	pthread_rwlock_rdlock(&s->l);
-	rr = table_find(cur_table, name);
-	if (rr)
-		atomic_fetch_add(&rr->refs, 1);
-	pthread_rwlock_unlock(&s->l);
-	return rr;
-}
-
-bool rfs_region_exists(const char *name)
-{
-	struct shard *s = &shards[rfs_thread_slot(TABLE_SHARDS)];
-	bool found;
-
-	pthread_rwlock_rdlock(&s->l);
-	found = table_find(cur_table, name) != NULL;
-	pthread_rwlock_unlock(&s->l);
-	return found;
-}
-
-size_t rfs_region_count(void)
-{
-	struct shard *s = &shards[rfs_thread_slot(TABLE_SHARDS)];
-	size_t n;
-
-	pthread_rwlock_rdlock(&s->l);
-	n = cur_table ? cur_table->n : 0;
-	pthread_rwlock_unlock(&s->l);
-	return n;
-}
-
-struct rfs_table *rfs_table_get(void)
-{
-	struct shard *s = &shards[rfs_thread_slot(TABLE_SHARDS)];
-	struct rfs_table *t;
-
-	pthread_rwlock_rdlock(&s->l);
-	t = cur_table;
-	atomic_fetch_add(&t->refs, 1);
-	pthread_rwlock_unlock(&s->l);
-	return t;
-}
-
-/* Installs t as the current table; returns the old one (its reference). */
-static struct rfs_table *table_swap(struct rfs_table *t)
-{
-	struct rfs_table *old;
-	int i;
-
-	for (i = 0; i < TABLE_SHARDS; i++)
-		pthread_rwlock_wrlock(&shards[i].l);
-	old = cur_table;
-	cur_table = t;
-	for (i = TABLE_SHARDS - 1; i >= 0; i--)
-		pthread_rwlock_unlock(&shards[i].l);
-	return old;
-}
-
-static struct rfs_table *table_alloc(size_t n)
-{
-	struct rfs_table *t = calloc(1, sizeof(*t));
-
-	if (!t)
-		return NULL;
-	atomic_init(&t->refs, 1);
-	t->v = calloc(n ? n : 1, sizeof(*t->v));
-	t->byname = calloc(n ? n : 1, sizeof(*t->byname));
-	if (!t->v || !t->byname) {
-		rfs_table_put(t);
-		return NULL;
-	}
-	return t;
-}
-
-/*
- * The engine region for cr: the old one when its limits can be applied
- * live (*applied set, so a failed build can restore them), else a new one.
- */
-static int region_for(const struct config_region *cr,
-		      const struct rfs_region *old, bool *applied,
-		      struct region **out)
-{
-	*applied = false;
-	if (old && old->cfg.lim.nstripes == cr->lim.nstripes &&
-	    old->cfg.lim.strategy == cr->lim.strategy &&
-	    region_set_limits(old->r, &cr->lim) == 0) {
-		*applied = true;
-		*out = region_ref(old->r);
-		return 0;
-	}
-	/* new, or stripes/strategy changed: a fresh (cold) cache */
-	return region_create(cr->name, &cr->lim, out);
-}
-
-/* Restores the limits region_for() applied to the old regions. */
-static void undo_limits(const struct config *c, const struct rfs_table *old,
-			const bool *applied)
-{
-	struct rfs_region *o;
-	size_t i;
-
-	for (i = 0; i < c->nregions; i++) {
-		o = applied[i] ? table_find(old, c->regions[i].name) : NULL;
-		if (o)
-			region_set_limits(o->r, &o->cfg.lim);
-	}
-}
-
-/*
- * Builds the table for c, reusing old's regions where possible. On error
- * writes a message into err and leaves old's regions as they were.
- */
-static int table_build(const struct config *c, const struct rfs_table *old,
-		       struct rfs_table **out, char *err, size_t errlen)
-{
-	struct rfs_table *t = table_alloc(c->nregions);
-	bool *applied = calloc(c->nregions ? c->nregions : 1, sizeof(bool));
-	struct region *r;
-	size_t i;
-	int rc = -ENOMEM;
-
-	*out = NULL;
-	if (!t || !applied)
-		goto out;
-	for (i = 0; i < c->nregions; i++) {
-		const struct config_region *cr = &c->regions[i];
-
-		rc = region_for(cr, table_find(old, cr->name), &applied[i], &r);
-		if (rc) {
-			snprintf(err, errlen, "%s:%u: region %s: %s",
-				 rfs.config_path, cr->line, cr->name,
-				 strerror(-rc));
-			goto out;
-		}
-		t->v[i] = wrap_region(r, cr);
-		rc = -ENOMEM;
-		if (!t->v[i])
-			goto out;
-		t->n = i + 1;
-	}
-	memcpy(t->byname, t->v, t->n * sizeof(*t->v));
-	qsort(t->byname, t->n, sizeof(*t->byname), cmp_byname);
-	*out = t;
-	t = NULL;
-	rc = 0;
-out:
-	if (rc == -ENOMEM)
-		snprintf(err, errlen, "%s: out of memory", rfs.config_path);
-	if (rc && applied)
-		undo_limits(c, old, applied);
-	free(applied);
-	rfs_table_put(t);
-	return rc;
-}
-
-static int64_t now_s(void)
-{
-	return (int64_t)time(NULL);
-}
-
-int rfs_daemon_init(const struct config *c)
-{
-	char err[CONFIG_ERR_LEN];
-	struct rfs_table *t;
-	int rc;
-
-	rc = table_build(c, NULL, &t, err, sizeof(err));
-	if (rc) {
-		rfs_log(RFS_LOG_ERR, "%s", err);
-		return rc;
-	}
-	table_swap(t);
-	rfs.generation = 1;
-	rfs.loaded_at = now_s();
-	rfs.last_ok = true;
-	return 0;
-}
-
-void rfs_daemon_fini(void)
-{
-	rfs_table_put(table_swap(NULL));
-}
-
 /* ---- reload -------------------------------------------------------------- */
 
 /* Invalidates the kernel's dentries of regions that came or went. */
@@ -454,7 +77,7 @@ static void notify_names(const struct rfs_table *a, const struct rfs_table *b)
 	for (i = 0; i < a->n; i++) {
 		const char *name = a->v[i]->cfg.name;
 
-		if (table_find(b, name))
+		if (rfs_table_find(b, name))
 			continue;
 		fuse_lowlevel_notify_inval_entry(rfs.se, RFS_INO_ROOT, name,
 						 strlen(name));
@@ -488,16 +111,16 @@ int rfs_reload(void)
 		return rc;
 	}
 	pthread_mutex_lock(&rfs.cfg_lock);
-	rc = table_build(c, cur_table, &t, err, sizeof(err));
+	rc = rfs_state_replace(c, &old, err, sizeof(err));
 	if (rc) {
 		pthread_mutex_unlock(&rfs.cfg_lock);
 		config_free(c);
 		record_failure(err);
 		return rc;
 	}
-	old = table_swap(t);
+	t = rfs_table_ref();
 	gen = ++rfs.generation;
-	rfs.loaded_at = now_s();
+	rfs.loaded_at = (int64_t)time(NULL);
 	rfs.last_ok = true;
 	rfs.last_error[0] = '\0';
 	pthread_mutex_unlock(&rfs.cfg_lock);
@@ -508,54 +131,10 @@ int rfs_reload(void)
 	}
 	rfs_log(RFS_LOG_NOTICE, "reloaded %s: generation %llu, %zu regions",
 		rfs.config_path, (unsigned long long)gen, c->nregions);
-	rfs_table_put(old);
+	rfs_table_unref(old);
+	rfs_table_unref(t);
 	config_free(c);
 	return 0;
-}
-
-/* ---- views for the virtual files ----------------------------------------- */
-
-int rfs_view_build(struct rfs_view_hold *h)
-{
-	struct rfs_view *v = &h->view;
-	size_t i;
-
-	memset(h, 0, sizeof(*h));
-	pthread_mutex_lock(&rfs.cfg_lock);
-	h->t = rfs_table_get();
-	v->generation = rfs.generation;
-	v->loaded_at = rfs.loaded_at;
-	v->last_result = rfs.last_ok ? "ok" : "error";
-	memcpy(h->last_error, rfs.last_error, sizeof(h->last_error));
-	pthread_mutex_unlock(&rfs.cfg_lock);
-
-	h->rv = calloc(h->t->n ? h->t->n : 1, sizeof(*h->rv));
-	if (!h->rv) {
-		rfs_view_release(h);
-		return -ENOMEM;
-	}
-	for (i = 0; i < h->t->n; i++) {
-		h->rv[i].cfg = &h->t->v[i]->cfg;
-		h->rv[i].region = h->t->v[i]->r;
-	}
-	v->regions = h->rv;
-	v->nregions = h->t->n;
-	v->config_path = rfs.config_path;
-	v->db_path = rfs.db_path;
-	v->last_error = h->last_error;
-	v->start_time = rfs.mount_time.tv_sec;
-	rfs_counters_sum(&v->counters);
-	store_stats(rfs.st, &v->store);
-	v->st = rfs.st;
-	return 0;
-}
-
-void rfs_view_release(struct rfs_view_hold *h)
-{
-	free(h->rv);
-	h->rv = NULL;
-	rfs_table_put(h->t);
-	h->t = NULL;
 }
 
 /* ---- systemd ------------------------------------------------------------- */
@@ -645,12 +224,12 @@ static void handle_exit(bool *exiting)
 
 static void sweep_all(void)
 {
-	struct rfs_table *t = rfs_table_get();
+	struct rfs_table *t = rfs_table_ref();
 	size_t i;
 
 	for (i = 0; i < t->n; i++)
 		region_sweep(t->v[i]->r, SWEEP_BUDGET);
-	rfs_table_put(t);
+	rfs_table_unref(t);
 }
 
 /* Watches regions.ini's directory. Returns the inotify fd or -1. */
@@ -805,7 +384,6 @@ static void *bg_main(void *arg)
 
 int rfs_bg_start(void)
 {
-	sigset_t all, old;
 	int rc;
 
 	bg.main_thread = pthread_self();
@@ -818,17 +396,13 @@ int rfs_bg_start(void)
 		rfs_feed_stop();
 		return rc;
 	}
-	/* the signals stay with the session loop's threads */
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	rc = pthread_create(&bg.thread, NULL, bg_main, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	rc = rfs_thread_spawn(&bg.thread, bg_main, NULL, "regionfs-bg");
 	if (rc) {
 		close(bg.pipe[0]);
 		close(bg.pipe[1]);
 		bg.pipe[0] = bg.pipe[1] = -1;
 		rfs_feed_stop();
-		return -rc;
+		return rc;
 	}
 	bg.running = true;
 	return 0;

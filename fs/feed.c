@@ -130,13 +130,12 @@
  * the feed thread; stop is an atomic flag the thread checks after every
  * poll and batch; the counters are relaxed atomics with one writer (the
  * thread). The thread takes engine stripe locks (inside region_*()) and
- * the table's shard lock (rfs_table_get()) one at a time, never two.
+ * the table's shard lock (rfs_table_ref()) one at a time, never two.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/inotify.h>
@@ -145,12 +144,12 @@
 
 #include "fs.h"
 
-#define FEED_POLL_MS   10   /* poll interval without a watch, or failing */
-#define FEED_SAFETY_MS 50   /* with a watch: poll at least this often */
-#define FEED_GAP_MS    2    /* with a watch: at most one poll per gap */
-#define FEED_BATCH     4096 /* changes applied per store_changes() call */
-#define FEED_STALE_MS  1000 /* a longer error streak invalidates all */
-#define FEED_BULK_MS   50   /* a longer backlog invalidates all */
+#define FEED_POLL_MS   RFS_FEED_POLL_MS
+#define FEED_SAFETY_MS RFS_FEED_SAFETY_MS
+#define FEED_GAP_MS    RFS_FEED_GAP_MS
+#define FEED_BATCH     RFS_FEED_BATCH
+#define FEED_STALE_MS  RFS_FEED_STALE_MS
+#define FEED_BULK_MS   RFS_FEED_BULK_MS
 
 /* The feed thread's own state. */
 struct feed_state {
@@ -179,18 +178,10 @@ static struct {
 	struct feed_state s;	      /* feed thread only (set before start) */
 	atomic_uint_fast64_t changes; /* feed_changes */
 	atomic_uint_fast64_t lag_ms;  /* feed_lag_ms */
-	atomic_uint_fast64_t done_ns; /* mono_ns() of the last complete pass */
+	atomic_uint_fast64_t done_ns; /* rfs_mono_ns() of the last complete pass */
 	int wfd;		      /* inotify on the database's directory */
 	int wake[2];		      /* rfs_feed_stop() writes to wake[1] */
 } feed = {.wfd = -1, .wake = {-1, -1}};
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 void rfs_feed_counters(uint64_t *changes, uint64_t *lag_ms)
 {
@@ -202,7 +193,7 @@ uint64_t rfs_feed_poll_age_ms(void)
 {
 	uint64_t done =
 		atomic_load_explicit(&feed.done_ns, memory_order_relaxed);
-	uint64_t now = mono_ns();
+	uint64_t now = rfs_mono_ns();
 
 	return done && now > done ? (now - done) / 1000000 : 0;
 }
@@ -232,10 +223,10 @@ static void invalidate_all(struct rfs_table *t)
 /* Invalidates every region of the current table. */
 static void invalidate_everything(void)
 {
-	struct rfs_table *t = rfs_table_get();
+	struct rfs_table *t = rfs_table_ref();
 
 	invalidate_all(t);
-	rfs_table_put(t);
+	rfs_table_unref(t);
 }
 
 /*
@@ -250,7 +241,7 @@ static int apply_change(void *ctx, const char *region, const void *key,
 	struct rfs_region *rr;
 
 	if (!b->t)
-		b->t = rfs_table_get();
+		b->t = rfs_table_ref();
 	if (!key) {
 		invalidate_all(b->t);
 		b->applied++;
@@ -319,7 +310,7 @@ static void bulk_jump(struct feed_state *s, uint64_t now)
 	if (spent + left * (spent / s->bulk_n) <= FEED_BULK_MS * 1000000ULL)
 		return;
 	invalidate_everything();
-	count_applied(s, 1, mono_ns());
+	count_applied(s, 1, rfs_mono_ns());
 	rfs_log(RFS_LOG_NOTICE,
 		"change feed: %llu changes waiting after %llu ms: invalidated "
 		"every region instead of each key",
@@ -373,15 +364,15 @@ static int poll_head(struct feed_state *s)
 static bool feed_poll(struct feed_state *s)
 {
 	struct feed_batch b = {0};
-	uint64_t t0 = mono_ns(), now;
+	uint64_t t0 = rfs_mono_ns(), now;
 	int rc;
 
 	rc = poll_head(s);
 	if (rc == 0)
 		rc = store_changes(rfs.st, &s->cursor, apply_change, &b);
-	now = mono_ns();
+	now = rfs_mono_ns();
 	if (b.t)
-		rfs_table_put(b.t);
+		rfs_table_unref(b.t);
 	count_applied(s, b.applied, now);
 	if (rc < 0) {
 		poll_failed(s, rc, t0);
@@ -488,7 +479,7 @@ static void feed_wait(const struct feed_state *s, uint64_t started)
 	uint64_t gap_end = started + FEED_GAP_MS * 1000000ULL;
 
 	for (;;) {
-		uint64_t now = mono_ns();
+		uint64_t now = rfs_mono_ns();
 		int timeout =
 			now < deadline
 				? (int)((deadline - now + 999999) / 1000000)
@@ -503,7 +494,7 @@ static void feed_wait(const struct feed_state *s, uint64_t started)
 		/* events of other files in the directory: wait on, to the
 		 * same deadline, so their churn never delays a poll */
 	}
-	if (mono_ns() < gap_end)
+	if (rfs_mono_ns() < gap_end)
 		feed_sleep(gap_end);
 	db_event(feed.wfd); /* what came meanwhile is in this poll */
 }
@@ -514,7 +505,7 @@ static void *feed_main(void *arg)
 
 	(void)arg;
 	while (!atomic_load_explicit(&feed.stop, memory_order_acquire)) {
-		uint64_t started = mono_ns();
+		uint64_t started = rfs_mono_ns();
 
 		if (feed_poll(s))
 			continue; /* a backlog: the next batch at once */
@@ -531,7 +522,7 @@ static void feed_init(void)
 
 	memset(s, 0, sizeof(*s));
 	atomic_store(&feed.stop, false);
-	s->clean_ns = mono_ns();
+	s->clean_ns = rfs_mono_ns();
 	rc = store_changes_head(rfs.st, &s->cursor);
 	if (rc == 0) {
 		s->have_cursor = true;
@@ -554,23 +545,17 @@ static void close_fds(void)
 
 int rfs_feed_start(void)
 {
-	sigset_t all, old;
 	int rc;
 
 	feed_init();
 	if (pipe2(feed.wake, O_CLOEXEC | O_NONBLOCK) < 0)
 		return -errno;
 	feed.wfd = watch_db();
-	/* the signals stay with the session loop's threads */
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	rc = pthread_create(&feed.thread, NULL, feed_main, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	rc = rfs_thread_spawn(&feed.thread, feed_main, NULL, "regionfs-feed");
 	if (rc) {
 		close_fds();
-		return -rc;
+		return rc;
 	}
-	pthread_setname_np(feed.thread, "regionfs-feed"); /* for top -H */
 	feed.running = true;
 	return 0;
 }
@@ -586,4 +571,24 @@ void rfs_feed_stop(void)
 	pthread_join(feed.thread, NULL); /* after the batch in progress */
 	feed.running = false;
 	close_fds();
+}
+
+/* ---- white box (tests/unit/test_feed.c) ----------------------------------- */
+
+void rfs_feed__reset(void)
+{
+	atomic_store(&feed.changes, 0);
+	atomic_store(&feed.lag_ms, 0);
+	feed_init();
+}
+
+bool rfs_feed__poll(void)
+{
+	return feed_poll(&feed.s);
+}
+
+uint64_t rfs_feed__cursor(bool *have)
+{
+	*have = feed.s.have_cursor;
+	return feed.s.cursor;
 }

@@ -1,36 +1,53 @@
 /*
  * fs.h - internal interfaces of the regionfs daemon, shared by fs/ only.
  *
- * The daemon is split into:
- *   main.c    command line, startup checks, daemonizing, the session loop
- *             and the orderly shutdown
- *   daemon.c  the daemon's global state: the region table (swapped whole on
- *             a reload), the striped counters, the background thread
- *             (sweeps, change-feed pruning, regions.ini reloads), systemd
- *             notification
- *   feed.c    the change-feed thread: outside writers' changes invalidate
- *             the cache within a bounded delay
- *   inode.c   inode numbers and lookup counts
- *   handle.c  open files: read handles, write buffers and the commit
- *             (E1, store_put, E2), virtual-file and directory handles
- *   ops.c     the FUSE low-level operations
- *   log.c     rfs_log(): stderr in the foreground, syslog otherwise
- *   virtual.c the .regionfs/ files (see virtual.h)
+ * The daemon is built in floors: a file calls only into files on floors
+ * below its own (and into regions/, store/ and libfuse), never up, so no
+ * two files of fs/ call each other. From the ground up:
+ *   0  log.c     rfs_log(): stderr in the foreground, syslog otherwise
+ *   1  state.c   what every request reads: struct rfs, the region table
+ *                (swapped whole by a reload) and its swap gate, the
+ *                striped counters, per-thread slots, the monotonic clock,
+ *                thread spawning
+ *   2  inode.c   inode numbers, lookup counts, what the kernel may cache
+ *   3  commit.c  the write protocol (E1, store op, E2, inode table) for
+ *                put, delete, rename, create and truncate, and the
+ *                per-name locks that order the changes of one name
+ *      feed.c    the change-feed thread: outside writers' changes
+ *                invalidate the cache within a bounded delay (it tells a
+ *                listener, set by daemon.c, which keys changed)
+ *   4  handle.c  open files: read handles, write buffers (their commit
+ *                goes to commit.c), virtual-file and directory handles
+ *      view.c    the snapshot the .regionfs/ files are rendered from
+ *      virtual.c renders those files (see virtual.h; calls nothing here)
+ *   5  ops.c     the FUSE low-level operations
+ *   6  daemon.c  the roof: the background thread (sweeps, change-feed
+ *                pruning, regions.ini reloads), starting and stopping the
+ *                feed, systemd notification
+ *   7  main.c    command line, startup checks, daemonizing, the session
+ *                loop and the orderly shutdown
+ * Everything but main.c is the static library libregionfs-fs, which the
+ * unit tests link.
  *
  * Lock order, for every lock in fs/ (a lock may be taken while holding
  * only locks to its left):
- *   cfg_lock (daemon.c) -> table shard lock (daemon.c)
+ *   cfg_lock (state.c) -> swap gate -> table shard lock (state.c)
+ *   name locks (commit.c; a rename's two in stripe order) -> swap gate
  *   handle->mu (handle.c) -> inode table lock -> node lock (inode.c)
+ *   name locks -> inode table lock
  *   handle list stripe lock (handle.c), marker lock (inode.c): leaves
- * No fs/ lock is held across fuse_reply_*(), across store_*() calls or
- * across calls into regions/ that may sleep (region_get() joining a
- * flight). Engine stripe locks are never visible here.
+ * No fs/ lock is held across fuse_reply_*(). None is held across store_*()
+ * calls or calls into regions/ that may sleep (region_get() joining a
+ * flight) except the name locks and the swap gate, which exist to order
+ * store operations (commit.c); a flight's loader takes neither. Engine
+ * stripe locks are never visible here.
  */
 #ifndef RFS_FS_H
 #define RFS_FS_H
 
 #include <fuse_lowlevel.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/stat.h>
@@ -81,7 +98,7 @@ const char *rfs_escape(const void *key, size_t klen, char *buf);
 /* Routes libfuse's own messages through rfs_log(). */
 void rfs_log_capture_fuse(void);
 
-/* ---- daemon.c: regions --------------------------------------------------- */
+/* ---- state.c: regions ---------------------------------------------------- */
 
 /*
  * One region as the daemon serves it: the live cache and the settings it
@@ -107,21 +124,28 @@ struct rfs_table {
 };
 
 /* The region called name, with a reference, or NULL. Never blocks long. */
-struct rfs_region *rfs_region_get(const char *name);
+struct rfs_region *rfs_region_ref(const char *name);
 /* Is there a region called name? Takes no reference (no shared write). */
 bool rfs_region_exists(const char *name);
 /* How many regions there are now. */
 size_t rfs_region_count(void);
-void rfs_region_put(struct rfs_region *rr);
+void rfs_region_unref(struct rfs_region *rr);
 /* The current table, with a reference. */
-struct rfs_table *rfs_table_get(void);
-void rfs_table_put(struct rfs_table *t);
+struct rfs_table *rfs_table_ref(void);
+void rfs_table_unref(struct rfs_table *t);
+/*
+ * The swap gate: a write holds it (shared) from its E1 to its E2, so that
+ * a reload never swaps the region table in between (commit.c). Not
+ * recursive: take it once.
+ */
+void rfs_swap_gate_enter(void);
+void rfs_swap_gate_leave(void);
 /* Index of name in t->v, or -1. */
 long rfs_table_index(const struct rfs_table *t, const char *name);
 /* The region of t called name, or NULL; no reference (t holds one). */
 struct rfs_region *rfs_table_find(const struct rfs_table *t, const char *name);
 
-/* ---- daemon.c: global state ---------------------------------------------- */
+/* ---- state.c: global state ----------------------------------------------- */
 
 /*
  * The daemon. One per process. Fields in the first group are set by
@@ -154,9 +178,44 @@ extern struct rfs rfs;
  * Builds the first region table from c (which the daemon keeps no pointer
  * to). Sets generation 1. 0 or -errno.
  */
-int rfs_daemon_init(const struct config *c);
+int rfs_state_init(const struct config *c);
 /* Drops the table. After the session loop and the background thread. */
-void rfs_daemon_fini(void);
+void rfs_state_fini(void);
+/*
+ * A reload (cfg_lock held): builds the table for c from the current one
+ * and swaps it in (after the writes between E1 and E2: the swap gate).
+ * *old gets the previous table (a reference). On error writes a message
+ * into err and changes nothing.
+ */
+int rfs_state_replace(const struct config *c, struct rfs_table **old,
+		      char *err, size_t errlen);
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t rfs_mono_ns(void);
+/* A 64-bit finalizer (murmur3's fmix64): spreads every input bit. */
+uint64_t rfs_hash_mix(uint64_t h);
+/*
+ * FNV-1a over region, a 0xff separator (no region name holds it) and the
+ * key's klen bytes, from basis, then rfs_hash_mix().
+ */
+uint64_t rfs_name_hash(uint64_t basis, const char *region, const void *key,
+		       size_t klen);
+/*
+ * Blocks every signal in this thread (*old: the mask before), so that a
+ * thread created meanwhile (here, or inside store_open()) inherits that;
+ * restores *old.
+ */
+void rfs_signals_block(sigset_t *old);
+void rfs_signals_restore(const sigset_t *old);
+/*
+ * pthread_create() with every signal blocked in the new thread (they
+ * belong to the session loop's threads), named name (may be NULL).
+ * 0 or -errno.
+ */
+int rfs_thread_spawn(pthread_t *t, void *(*fn)(void *), void *arg,
+		     const char *name);
+
+/* ---- daemon.c: the roof -------------------------------------------------- */
 
 /*
  * Starts/stops the background thread and the change feed's thread
@@ -183,20 +242,14 @@ int rfs_reload(void);
 /* Sends "READY=1" etc. to $NOTIFY_SOCKET if set. */
 void rfs_sd_notify(const char *state);
 
-/*
- * Fills *v for the virtual files. Every pointer in *v stays valid until
- * rfs_view_release(); strings are copied into *v's own storage.
- */
-struct rfs_view_hold {
-	struct rfs_view view;
-	struct rfs_table *t;
-	struct rfs_region_view *rv;
-	char last_error[CONFIG_ERR_LEN];
-};
-int rfs_view_build(struct rfs_view_hold *h);
-void rfs_view_release(struct rfs_view_hold *h);
-
 /* ---- feed.c: outside writers --------------------------------------------- */
+
+#define RFS_FEED_POLL_MS   10	/* poll interval without a watch, or failing */
+#define RFS_FEED_SAFETY_MS 50	/* with a watch: poll at least this often */
+#define RFS_FEED_GAP_MS	   2	/* with a watch: at most one poll per gap */
+#define RFS_FEED_BATCH	   4096 /* changes applied per store_changes() call */
+#define RFS_FEED_STALE_MS  1000 /* a longer error streak invalidates all */
+#define RFS_FEED_BULK_MS   50	/* a longer backlog invalidates all */
 
 /*
  * Starts the thread that polls the store's change feed and invalidates
@@ -224,8 +277,17 @@ void rfs_feed_counters(uint64_t *changes, uint64_t *lag_ms);
  * cannot show.
  */
 uint64_t rfs_feed_poll_age_ms(void);
+/*
+ * White box, for tests/unit/test_feed.c (no thread): resets the feed's
+ * state and counters as rfs_feed_start() does and takes the cursor;
+ * makes one poll as the thread would (true: it stopped at
+ * RFS_FEED_BATCH, more may wait); reads the cursor.
+ */
+void rfs_feed__reset(void);
+bool rfs_feed__poll(void);
+uint64_t rfs_feed__cursor(bool *have);
 
-/* ---- daemon.c: counters -------------------------------------------------- */
+/* ---- state.c: counters --------------------------------------------------- */
 
 /*
  * The daemon's counters (struct rfs_counters in virtual.h), kept in
@@ -250,9 +312,27 @@ enum rfs_ctr {
 };
 
 void rfs_count(enum rfs_ctr c, int64_t n);
-void rfs_counters_sum(struct rfs_counters *out);
+/* The sum of counter c over every slot (a gauge never goes below 0). */
+uint64_t rfs_counter(enum rfs_ctr c);
 /* A small per-thread number (0..n-1), assigned on first use. */
 unsigned rfs_thread_slot(unsigned n);
+
+/* ---- view.c: the snapshot of the virtual files --------------------------- */
+
+/*
+ * Fills *v for the virtual files. Every pointer in *v stays valid until
+ * rfs_view_release(); strings are copied into *v's own storage.
+ */
+struct rfs_view_hold {
+	struct rfs_view view;
+	struct rfs_table *t;
+	struct rfs_region_view *rv;
+	char last_error[CONFIG_ERR_LEN];
+};
+int rfs_view_build(struct rfs_view_hold *h);
+void rfs_view_release(struct rfs_view_hold *h);
+/* Every counter of the daemon (the stats files' "counters"). */
+void rfs_counters_sum(struct rfs_counters *out);
 
 /* ---- ops.c --------------------------------------------------------------- */
 
@@ -364,8 +444,8 @@ void rfs_inode_renamed(const char *region, const void *from, size_t flen,
 void rfs_inode_changed(const char *region, const void *key, size_t klen);
 /*
  * A read-only open of key inode ino, which found v in the cache (v's load
- * serial: rfs_value_serial()). Decides what the handle serves: *out gets a
- * reference on that value, and *pcache says whether the kernel may keep
+ * serial is its tag, region_value_tag()). Decides what the handle serves:
+ * *out gets a reference on that value, and *pcache says whether the kernel may keep
  * it in the page cache (keep_cache). Only bytes of the one value an
  * RFS_K_PAGE inode was first opened with ever enter its page cache; an
  * inode that cannot serve them any more becomes RFS_K_DIRECT. The handle
@@ -419,6 +499,21 @@ int rfs_inode_attach(fuse_ino_t ino, struct rfs_handle *h);
 void rfs_inode_detach(fuse_ino_t ino, struct rfs_handle *h);
 /* Gauge: inodes the kernel holds. */
 uint64_t rfs_inode_count(void);
+
+/* Refused write opens remembered (inode.c, "markers"). */
+#define RFS_INODE_MARKERS 64
+
+/* White box, for tests/unit/test_inode.c: one node's state and the table's. */
+struct rfs_inode_probe {
+	uint64_t nlookup;
+	const struct region_value *pval; /* the page readers' value */
+	bool anchored;
+	bool pristine;
+	size_t ino_buckets, name_buckets; /* of the two hash tables */
+	unsigned markers;		  /* in use */
+};
+/* Fills *p; -ENOENT (and only the table's fields) for an unknown ino. */
+int rfs_inode__probe(fuse_ino_t ino, struct rfs_inode_probe *p);
 
 /* ---- handle.c ------------------------------------------------------------ */
 
@@ -532,12 +627,6 @@ void rfs_handles_shutdown(void);
  */
 int rfs_fetch(struct rfs_region *rr, const char *key, size_t klen,
 	      struct region_value **out);
-/*
- * The serial number of the load that made v (rfs_fetch), unique for the
- * life of the process: two values with one serial are one value. Only
- * for values made by rfs_fetch (every value in the daemon's regions).
- */
-uint64_t rfs_value_serial(const struct region_value *v);
 #ifdef RFS_TEST_HOOKS
 /*
  * Test builds only (regionfs-testhooks): every cache-miss load sleeps this
@@ -546,17 +635,6 @@ uint64_t rfs_value_serial(const struct region_value *v);
  */
 extern unsigned rfs_test_load_delay_us;
 #endif
-
-/*
- * Commits one value through the write path: E1 (invalidate), store_put,
- * E2 (invalidate again) on the region currently called region. 0 or
- * -errno; *meta (may be NULL) gets the committed row's metadata.
- */
-int rfs_commit_value(const char *region, const char *key, size_t klen,
-		     const void *data, size_t len, unsigned flags,
-		     struct store_meta *meta);
-/* Invalidates key in the region currently called region (E1/E2). */
-void rfs_invalidate(const char *region, const void *key, size_t klen);
 
 /*
  * Opens key inode id for reading: the value of the key through the cache,
@@ -571,11 +649,14 @@ int rfs_rhandle_open(struct rfs_region *rr, fuse_ino_t ino,
  * clean when created (create() committed the empty value already).
  * Takes its own reference on rr. The inode becomes a writer's
  * (rfs_inode_open_write(), for pid): -ESTALE when page-cache readers have
- * it open. -ENOENT if the key does not exist.
+ * it open, and when the inode is gone (unlinked or replaced: the kernel
+ * walks the path again). -ENOENT if the key does not exist. The inode's
+ * name is locked (commit.c) for the fill, unless locked says the caller
+ * holds it (create(); then key is the name).
  */
 int rfs_whandle_open(struct rfs_region *rr, fuse_ino_t ino, pid_t pid,
 		     const char *key, size_t klen, int flags, bool created,
-		     struct rfs_handle **out);
+		     bool locked, struct rfs_handle **out);
 /* write(): 0 with *written, -EFBIG, -ENOMEM. */
 int rfs_whandle_write(struct rfs_handle *h, const char *data, size_t size,
 		      off_t off);
@@ -590,5 +671,63 @@ void rfs_wbuf_unref(struct rfs_wbuf *b);
  * flush retries.
  */
 int rfs_whandle_commit(struct rfs_handle *h, bool durable);
+
+/* ---- commit.c: the write protocol and the order of changes of a name --- */
+
+/* Name locks held: one or two stripes (commit.c explains). */
+struct rfs_names {
+	unsigned s[2];
+	unsigned n;
+};
+
+/*
+ * Locks the name (region, key): exclusive for a change of the name,
+ * shared to use it (a commit, a write open, a LOOKUP). Not recursive.
+ */
+void rfs_names_lock(struct rfs_names *l, const char *region, const void *key,
+		    size_t klen, bool excl);
+void rfs_names_unlock(struct rfs_names *l);
+/*
+ * Locks the name inode ino has, and copies what it names into *id; the
+ * name (and whether it is gone) cannot change until the unlock. -ENOENT
+ * (nothing locked) for an unknown number.
+ */
+int rfs_names_lock_ino(struct rfs_names *l, fuse_ino_t ino, bool excl,
+		       struct rfs_ident *id);
+
+/*
+ * A write handle's commit of data to the name its inode ino has now: E1,
+ * store_put, E2. 0 without storing anything if the inode is gone
+ * (unlinked or replaced while open). flags: STORE_*. 0 or -errno.
+ */
+int rfs_commit_handle(fuse_ino_t ino, const void *data, size_t len,
+		      unsigned flags);
+/*
+ * create(): makes sure the key exists, committing an empty value if it
+ * does not (*created), -EEXIST with O_EXCL in oflags if it does; then the
+ * writer's inode of the name (rfs_inode_lookup_key() with write: *ino
+ * with one lookup counted, *cls). On success the name stays locked in *l
+ * (exclusive) until the caller has opened its handle and calls
+ * rfs_names_unlock(); on error nothing is locked.
+ */
+int rfs_commit_create(const char *region, const char *key, size_t klen,
+		      int oflags, pid_t pid, struct rfs_names *l,
+		      fuse_ino_t *ino, enum rfs_kclass *cls, bool *created);
+/*
+ * truncate(2) of a path: the row of the name inode ino has (also when a
+ * rename or unlink just made it gone: like open, it goes by the name)
+ * resized to size and committed. -EFBIG above the region's
+ * max_value_size, -ENOENT if the key or the region is gone.
+ */
+int rfs_commit_truncate(fuse_ino_t ino, off_t size);
+/* unlink: E1, store_delete, E2, the name's inodes become gone. */
+int rfs_commit_delete(const char *region, const void *key, size_t klen);
+/*
+ * rename within region: E1, store_rename, E2 on both names, then the
+ * inodes of to become gone and those of from move to to. noreplace:
+ * -EEXIST if to exists (checked against this mount's changes only).
+ */
+int rfs_commit_rename(const char *region, const void *from, size_t flen,
+		      const void *to, size_t tlen, bool noreplace);
 
 #endif /* RFS_FS_H */

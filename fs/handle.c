@@ -22,11 +22,8 @@
  * Write handles hold a private buffer (DESIGN.md "The write path"): a copy
  * of the value at open, or empty with O_TRUNC. write() and ftruncate()
  * edit it; flush (close), fsync and, failing those, release commit it
- * whole: E1 = region_invalidate(), store_put() (the store's group commit),
- * E2 = region_invalidate() again, then the reply. E1 makes later reads
- * miss; E2 poisons any flight that loaded the old row before the commit
- * finished, so the old value can never be installed after close() returns
- * (the stale-put guard, regions/region.c).
+ * whole through the write protocol of commit.c (E1, store_put, E2, under
+ * the lock of the name the inode has then), and reply.
  *
  * The buffer is copy-on-write (struct rfs_wbuf, reference counted): a
  * commit and a read() on an O_RDWR handle take a reference and run without
@@ -41,11 +38,14 @@
  * A write handle's open makes its inode a writer's (inode.c; ESTALE when
  * page-cache readers have it open, and the kernel retries on another
  * inode) and is counted there until its release, as is a read handle's.
+ * An inode that an unlink or a rename made gone between the kernel's
+ * LOOKUP and the OPEN gets ESTALE too (whandle_attach()).
  *
  * A write handle commits to the name its inode has at commit time, so a
  * rename while the file is open moves the pending data with it; if the
  * key was unlinked or replaced meanwhile, the data goes nowhere (POSIX:
- * written to an unlinked file). A value larger than the region's
+ * written to an unlinked file). commit.c makes resolving that name and
+ * storing under it one step against unlinks and renames. A value larger than the region's
  * max_value_size is refused with EFBIG at write() time, and the handle is
  * then broken: its later writes and its close() fail with EFBIG too and
  * nothing of it is committed, so a too-large file never ends up stored cut
@@ -58,7 +58,9 @@
  *
  * Locking: handle lists: hstripes[i].mu (a leaf). Write handle: w->mu
  * (see struct rfs_whandle in fs.h); w->mu may be held while taking the
- * inode table lock, never the reverse.
+ * inode table lock, never the reverse, and is never held while taking a
+ * name lock (commit.c): a commit runs without it. A write open holds its
+ * name's lock (shared) while it fills the buffer.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -147,7 +149,7 @@ static void destroy(struct rfs_handle *h)
 		rfs_inode_detach(w->ino, h);
 		rfs_inode_close_write(w->ino, w->readable);
 		rfs_wbuf_unref(w->buf);
-		rfs_region_put(w->rr);
+		rfs_region_unref(w->rr);
 		pthread_cond_destroy(&w->cond);
 		pthread_mutex_destroy(&w->mu);
 		break;
@@ -232,11 +234,6 @@ static struct region_value *value_new(void *data, const struct store_meta *meta)
 	return v;
 }
 
-uint64_t rfs_value_serial(const struct region_value *v)
-{
-	return region_value_tag(v);
-}
-
 int rfs_fetch(struct rfs_region *rr, const char *key, size_t klen,
 	      struct region_value **out)
 {
@@ -291,38 +288,6 @@ int rfs_rhandle_open(struct rfs_region *rr, fuse_ino_t ino,
 	}
 	*out = h;
 	return 0;
-}
-
-/* ---- the commit ---------------------------------------------------------- */
-
-void rfs_invalidate(const char *region, const void *key, size_t klen)
-{
-	struct rfs_region *rr = rfs_region_get(region);
-
-	if (!rr)
-		return;
-	region_invalidate(rr->r, key, klen, REGION_ORIGIN_LOCAL);
-	rfs_region_put(rr);
-}
-
-int rfs_commit_value(const char *region, const char *key, size_t klen,
-		     const void *data, size_t len, unsigned flags,
-		     struct store_meta *meta)
-{
-	char esc[RFS_ESC_LEN];
-	int rc;
-
-	rfs_invalidate(region, key, klen); /* E1 */
-	rc = store_put(rfs.st, region, key, klen, data, len, flags, meta);
-	rfs_invalidate(region, key, klen); /* E2 */
-	if (rc == 0) {
-		rfs_count(RFS_C_COMMITS, 1);
-		return 0;
-	}
-	rfs_count(RFS_C_COMMIT_ERRORS, 1);
-	rfs_log(RFS_LOG_ERR, "commit %s/%s (%zu bytes): %s", region,
-		rfs_escape(key, klen, esc), len, strerror(-rc));
-	return rc;
 }
 
 /* ---- write buffers ------------------------------------------------------- */
@@ -544,9 +509,43 @@ static int enter_writer(fuse_ino_t ino, pid_t pid, bool readable)
 	return 0;
 }
 
+/*
+ * Fills w and attaches it to its inode, with the inode's name locked
+ * (shared) unless the caller (create()) holds it already (locked): an unlink or a rename cannot come
+ * between the check that the inode still has its name and the fill from
+ * that name's row. A gone inode (the kernel resolved the name just before
+ * an unlink or a rename replaced it) gets ESTALE: the kernel walks the
+ * path again (do_filp_open's retry with LOOKUP_REVAL) and the open lands
+ * on what the name is now, or creates it with O_CREAT, either a serial
+ * order; opening the gone inode instead would fail O_CREAT|O_TRUNC with
+ * ENOENT.
+ */
+static int whandle_attach(struct rfs_handle *h, const char *key, size_t klen,
+			  int flags, bool created, bool locked)
+{
+	struct rfs_whandle *w = &h->u.w;
+	struct rfs_names l = {.n = 0};
+	struct rfs_ident id;
+	int rc = 0;
+
+	if (!locked) {
+		rc = rfs_names_lock_ino(&l, w->ino, false, &id);
+		if (!rc && id.gone)
+			rc = -ESTALE;
+		key = id.key;
+		klen = id.klen;
+	}
+	if (!rc)
+		rc = whandle_fill(w, key, klen, flags, created);
+	if (!rc)
+		rc = rfs_inode_attach(w->ino, h);
+	rfs_names_unlock(&l);
+	return rc;
+}
+
 int rfs_whandle_open(struct rfs_region *rr, fuse_ino_t ino, pid_t pid,
 		     const char *key, size_t klen, int flags, bool created,
-		     struct rfs_handle **out)
+		     bool locked, struct rfs_handle **out)
 {
 	bool readable = (flags & O_ACCMODE) != O_WRONLY;
 	struct rfs_handle *h;
@@ -570,9 +569,7 @@ int rfs_whandle_open(struct rfs_region *rr, fuse_ino_t ino, pid_t pid,
 	atomic_fetch_add(&rr->refs, 1);
 	w->rr = rr;
 	w->ino = ino; /* from here on its release uncounts it */
-	rc = whandle_fill(w, key, klen, flags, created);
-	if (!rc)
-		rc = rfs_inode_attach(ino, h);
+	rc = whandle_attach(h, key, klen, flags, created, locked);
 	if (rc) {
 		rfs_handle_free(h);
 		return rc;
@@ -588,27 +585,15 @@ static void wait_commit_locked(struct rfs_whandle *w)
 		pthread_cond_wait(&w->cond, &w->mu);
 }
 
-/* Stores b under the inode's current name. 0 if the key is gone. */
+/* Stores b under the inode's current name (commit.c). 0 if it is gone. */
 static int commit_buf(struct rfs_whandle *w, const struct rfs_wbuf *b,
 		      bool durable)
 {
-	char esc[RFS_ESC_LEN];
-	struct rfs_ident id;
 	unsigned flags = 0;
-	int rc;
 
-	rc = rfs_inode_ident(w->ino, &id);
-	if (rc)
-		return rc;
-	if (id.gone) {
-		rfs_log(RFS_LOG_DEBUG, "%s/%s: unlinked while open, not stored",
-			id.region, rfs_escape(id.key, id.klen, esc));
-		return 0;
-	}
 	if (durable || w->rr->cfg.durable)
 		flags |= STORE_DURABLE;
-	return rfs_commit_value(id.region, id.key, id.klen, b->data, b->len,
-				flags, NULL);
+	return rfs_commit_handle(w->ino, b->data, b->len, flags);
 }
 
 int rfs_whandle_commit(struct rfs_handle *h, bool durable)

@@ -28,7 +28,7 @@
  *  - RFS_K_PAGE: opened read-only with keep_cache. Its page cache must
  *    only ever hold the bytes of one value: the first value a page-cache
  *    handle was opened with is the inode's anchor (its load serial,
- *    rfs_value_serial()), and a later open gets the page cache only with
+ *    the value's tag, handle.c), and a later open gets the page cache only with
  *    that same value; while page-cache handles are open the inode holds a
  *    reference on it (pval) and every new read open is served pval, so
  *    all its readers share one value. An open that cannot be served so
@@ -119,6 +119,7 @@
  * nodes between stripes, which needs both stripes and the nodes' own, in
  * an order only known after the lookup.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,7 +129,7 @@
 
 #define MIN_BUCKETS 1024
 #define NODE_LOCKS  64 /* striped node locks: a power of two */
-#define MARKERS	    64 /* refused write opens remembered */
+#define MARKERS	    RFS_INODE_MARKERS
 
 struct inode {
 	struct inode *ino_next;	 /* chain in by_ino */
@@ -191,31 +192,66 @@ static struct {
 	atomic_uint used;	  /* markers in use, read without the lock */
 } mk = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static uint64_t mix(uint64_t h)
+/* ---- locks and invariants ------------------------------------------------- */
+
+/*
+ * In debug builds (asserts are on in debugoptimized too) every thread
+ * knows which of the table's locks it holds, so that a *_locked function
+ * asserts the lock it documents, and every release of a node lock checks
+ * the node's invariants (check_node_locked()).
+ */
+#ifndef NDEBUG
+static _Thread_local char held_table; /* 0, 'r' or 'w' */
+static _Thread_local int held_nodes;
+#define ASSERT_TABLE() assert(held_table)
+#define ASSERT_WRITE() assert(held_table == 'w')
+/* a node's "N" fields: shared lock + node lock, or the exclusive lock */
+#define ASSERT_NODE()  assert(held_table == 'w' || (held_table && held_nodes > 0))
+#define HELD_TABLE(x)  (held_table = (x))
+#define HELD_NODES(d)  (held_nodes += (d))
+#else
+#define ASSERT_TABLE() ((void)0)
+#define ASSERT_WRITE() ((void)0)
+#define ASSERT_NODE()  ((void)0)
+#define HELD_TABLE(x)  ((void)0)
+#define HELD_NODES(d)  ((void)0)
+#endif
+
+static void table_rdlock(void)
 {
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	h *= 0xc4ceb9fe1a85ec53ULL;
-	h ^= h >> 33;
-	return h;
+	pthread_rwlock_rdlock(&it.lock);
+	HELD_TABLE('r');
 }
 
-/* FNV-1a over the name with a random basis, then a finalizer. */
+static void table_wrlock(void)
+{
+	pthread_rwlock_wrlock(&it.lock);
+	HELD_TABLE('w');
+}
+
+static void table_unlock(void)
+{
+	HELD_TABLE(0);
+	pthread_rwlock_unlock(&it.lock);
+}
+
+static void node_enter(pthread_mutex_t *mu)
+{
+	pthread_mutex_lock(mu);
+	HELD_NODES(1);
+}
+
+static void node_leave(pthread_mutex_t *mu)
+{
+	HELD_NODES(-1);
+	pthread_mutex_unlock(mu);
+}
+
+/* A name's hash: a random basis per process, and the kind. */
 static uint64_t name_hash(enum rfs_ikind kind, const char *region,
 			  const void *key, size_t klen)
 {
-	const unsigned char *p = (const unsigned char *)region;
-	uint64_t h = it.seed ^ (uint64_t)kind;
-	size_t i;
-
-	for (; *p; p++)
-		h = (h ^ *p) * 0x100000001b3ULL;
-	h = (h ^ 0xff) * 0x100000001b3ULL;
-	p = key;
-	for (i = 0; i < klen; i++)
-		h = (h ^ p[i]) * 0x100000001b3ULL;
-	return mix(h);
+	return rfs_name_hash(it.seed ^ (uint64_t)kind, region, key, klen);
 }
 
 static int table_init(struct table *t, size_t n)
@@ -229,7 +265,7 @@ static int table_init(struct table *t, size_t n)
 
 static struct inode **ino_slot(fuse_ino_t ino)
 {
-	return &it.by_ino.b[mix(ino) & it.by_ino.mask];
+	return &it.by_ino.b[rfs_hash_mix(ino) & it.by_ino.mask];
 }
 
 static struct inode **name_slot(uint64_t hash)
@@ -239,7 +275,7 @@ static struct inode **name_slot(uint64_t hash)
 
 static pthread_mutex_t *node_lock(const struct inode *n)
 {
-	return &it.nlock[mix(n->ino) & (NODE_LOCKS - 1)];
+	return &it.nlock[rfs_hash_mix(n->ino) & (NODE_LOCKS - 1)];
 }
 
 int rfs_inode_init(void)
@@ -292,9 +328,17 @@ out:
 	free(it.by_name.b);
 	it.by_ino.b = NULL;
 	it.by_name.b = NULL;
+	it.count = 0;
+	atomic_store(&it.nodes, 0);
 	for (i = 0; i < NODE_LOCKS; i++)
 		pthread_mutex_destroy(&it.nlock[i]);
 	pthread_rwlock_destroy(&it.lock);
+	/* a later rfs_inode_init() starts afresh (the unit tests) */
+	pthread_mutex_lock(&mk.lock);
+	memset(mk.m, 0, sizeof(mk.m));
+	mk.next = 0;
+	atomic_store(&mk.used, 0);
+	pthread_mutex_unlock(&mk.lock);
 }
 
 static bool node_is(const struct inode *n, uint64_t hash, enum rfs_ikind kind,
@@ -315,6 +359,7 @@ static struct inode *find_name_locked(enum rfs_ikind kind, const char *region,
 	size_t rlen = strlen(region);
 	struct inode *n;
 
+	ASSERT_TABLE();
 	for (n = *name_slot(h); n; n = n->name_next)
 		if (node_is(n, h, kind, region, rlen, key, klen) &&
 		    (n->current || !current))
@@ -326,6 +371,7 @@ static struct inode *find_ino_locked(fuse_ino_t ino)
 {
 	struct inode *n;
 
+	ASSERT_TABLE();
 	for (n = *ino_slot(ino); n; n = n->ino_next)
 		if (n->ino == ino)
 			return n;
@@ -336,6 +382,7 @@ static void name_unlink_locked(struct inode *n)
 {
 	struct inode **pp = name_slot(n->hash);
 
+	ASSERT_WRITE();
 	while (*pp && *pp != n)
 		pp = &(*pp)->name_next;
 	if (*pp)
@@ -347,6 +394,7 @@ static void name_link_locked(struct inode *n)
 {
 	struct inode **pp = name_slot(n->hash);
 
+	ASSERT_WRITE();
 	n->name_next = *pp;
 	*pp = n;
 }
@@ -358,6 +406,7 @@ static void grow_locked(void)
 	struct inode *n, *next;
 	size_t i, size = (it.by_ino.mask + 1) * 2;
 
+	ASSERT_WRITE();
 	if (it.count <= it.by_ino.mask + 1)
 		return;
 	if (table_init(&ni, size))
@@ -369,8 +418,8 @@ static void grow_locked(void)
 	for (i = 0; i <= it.by_ino.mask; i++) {
 		for (n = it.by_ino.b[i]; n; n = next) {
 			next = n->ino_next;
-			n->ino_next = ni.b[mix(n->ino) & ni.mask];
-			ni.b[mix(n->ino) & ni.mask] = n;
+			n->ino_next = ni.b[rfs_hash_mix(n->ino) & ni.mask];
+			ni.b[rfs_hash_mix(n->ino) & ni.mask] = n;
 			if (n->gone)
 				continue;
 			n->name_next = nn.b[n->hash & nn.mask];
@@ -412,6 +461,7 @@ static struct inode *create_locked(const struct node_init *ni)
 {
 	struct inode *n = calloc(1, sizeof(*n));
 
+	ASSERT_WRITE();
 	if (!n)
 		return NULL;
 	n->rlen = strlen(ni->region);
@@ -446,17 +496,17 @@ int rfs_inode_lookup(enum rfs_ikind kind, const char *region, fuse_ino_t *ino)
 	struct inode *n;
 	int rc = 0;
 
-	pthread_rwlock_rdlock(&it.lock);
+	table_rdlock();
 	n = find_name_locked(kind, region, "", 0, true);
 	if (n) {
 		atomic_fetch_add(&n->nlookup, 1);
 		*ino = n->ino;
 	}
-	pthread_rwlock_unlock(&it.lock);
+	table_unlock();
 	if (n)
 		return 0;
 
-	pthread_rwlock_wrlock(&it.lock);
+	table_wrlock();
 	n = find_name_locked(kind, region, "", 0, true);
 	if (n)
 		atomic_fetch_add(&n->nlookup, 1);
@@ -466,7 +516,7 @@ int rfs_inode_lookup(enum rfs_ikind kind, const char *region, fuse_ino_t *ino)
 		*ino = n->ino;
 	else
 		rc = -ENOMEM;
-	pthread_rwlock_unlock(&it.lock);
+	table_unlock();
 	return rc;
 }
 
@@ -552,6 +602,22 @@ static void marker_add(pid_t pid, const char *region, const void *key,
 	pthread_mutex_unlock(&mk.lock);
 }
 
+/*
+ * A key node's counts and class agree: page-cache readers are readers;
+ * the page readers' value is held exactly while there are page readers,
+ * who exist only on a page-cache inode; an inode with open writers is a
+ * writer's. Node lock (or the exclusive table lock) held.
+ */
+static void check_node_locked(const struct inode *n)
+{
+	ASSERT_NODE();
+	assert(n->preaders <= n->nreaders);
+	assert((n->pval != NULL) == (n->preaders > 0));
+	assert(!n->preaders || atomic_load(&n->cls) == RFS_K_PAGE);
+	assert(!n->nwriters || atomic_load(&n->cls) == RFS_K_WRITE);
+	(void)n;
+}
+
 /* ---- key lookups ---------------------------------------------------------- */
 
 static bool same_row(const struct store_meta *a, const struct store_meta *b)
@@ -575,6 +641,7 @@ static struct inode *find_key_locked(const char *region, const void *key,
 	size_t rlen = strlen(region);
 	struct inode *n;
 
+	ASSERT_TABLE();
 	for (n = *name_slot(h); n; n = n->name_next)
 		if (node_is(n, h, RFS_I_KEY, region, rlen, key, klen) &&
 		    pred(n))
@@ -619,10 +686,12 @@ static struct inode *find_promotable_locked(const char *region, const void *key,
  */
 static void promote_locked(struct inode *n, const struct store_meta *row)
 {
+	ASSERT_WRITE();
 	atomic_store(&n->cls, RFS_K_PAGE);
 	n->row = *row;
 	n->anchored = false;
 	n->current = true;
+	check_node_locked(n);
 }
 
 /* The slow path of rfs_inode_lookup_key(). Write lock held. */
@@ -630,6 +699,7 @@ static struct inode *lookup_key_locked(const struct node_init *ni)
 {
 	struct inode *n, *p;
 
+	ASSERT_WRITE();
 	if (ni->cls == RFS_K_WRITE) {
 		n = find_writable_locked(ni->region, ni->key, ni->klen);
 		if (!n)
@@ -665,18 +735,18 @@ int rfs_inode_lookup_key(const char *region, const void *key, size_t klen,
 		ni.cls = RFS_K_WRITE;
 		ni.current = false;
 	} else {
-		pthread_rwlock_rdlock(&it.lock);
+		table_rdlock();
 		n = find_name_locked(RFS_I_KEY, region, key, klen, true);
 		if (n && serves_row(n, row))
 			atomic_fetch_add(&n->nlookup, 1);
 		else
 			n = NULL;
-		pthread_rwlock_unlock(&it.lock);
+		table_unlock();
 	}
 	if (!n) {
-		pthread_rwlock_wrlock(&it.lock);
+		table_wrlock();
 		n = lookup_key_locked(&ni);
-		pthread_rwlock_unlock(&it.lock);
+		table_unlock();
 	}
 	if (!n)
 		return -ENOMEM;
@@ -690,11 +760,11 @@ fuse_ino_t rfs_inode_peek(const char *region, const void *key, size_t klen)
 	struct inode *n;
 	fuse_ino_t ino = 0;
 
-	pthread_rwlock_rdlock(&it.lock);
+	table_rdlock();
 	n = find_name_locked(RFS_I_KEY, region, key, klen, true);
 	if (n)
 		ino = n->ino;
-	pthread_rwlock_unlock(&it.lock);
+	table_unlock();
 	return ino;
 }
 
@@ -704,6 +774,7 @@ static void pending_locked(const struct inode *n, struct rfs_ident *out)
 	const struct rfs_handle *h;
 	uint64_t best = 0;
 
+	ASSERT_TABLE();
 	out->pending = false;
 	for (h = n->writers; h; h = h->u.w.inode_next) {
 		const struct rfs_whandle *w = &h->u.w;
@@ -721,7 +792,7 @@ int rfs_inode_ident(fuse_ino_t ino, struct rfs_ident *out)
 {
 	struct inode *n;
 
-	pthread_rwlock_rdlock(&it.lock);
+	table_rdlock();
 	n = find_ino_locked(ino);
 	if (n) {
 		out->kind = n->kind;
@@ -735,7 +806,7 @@ int rfs_inode_ident(fuse_ino_t ino, struct rfs_ident *out)
 		out->last_valid = n->last_valid;
 		pending_locked(n, out);
 	}
-	pthread_rwlock_unlock(&it.lock);
+	table_unlock();
 	return n ? 0 : -ENOENT;
 }
 
@@ -746,6 +817,7 @@ static void maybe_free_locked(struct inode *n)
 {
 	struct inode **pp;
 
+	ASSERT_WRITE();
 	if (atomic_load(&n->nlookup) || n->writers || n->nreaders ||
 	    n->nwriters)
 		return;
@@ -765,11 +837,11 @@ static void free_if_unused(fuse_ino_t ino)
 	struct inode *node;
 
 	/* find it again: a racing forget may have freed it, a lookup revived */
-	pthread_rwlock_wrlock(&it.lock);
+	table_wrlock();
 	node = find_ino_locked(ino);
 	if (node)
 		maybe_free_locked(node);
-	pthread_rwlock_unlock(&it.lock);
+	table_unlock();
 }
 
 /* Subtracts n from the count, never below 0. Returns the new count. */
@@ -790,11 +862,11 @@ void rfs_inode_forget(fuse_ino_t ino, uint64_t n)
 
 	if (ino < RFS_INO_DYNAMIC)
 		return;
-	pthread_rwlock_rdlock(&it.lock);
+	table_rdlock();
 	node = find_ino_locked(ino);
 	if (node)
 		left = sub_lookups(node, n);
-	pthread_rwlock_unlock(&it.lock);
+	table_unlock();
 	if (!left)
 		free_if_unused(ino);
 }
@@ -803,6 +875,7 @@ void rfs_inode_forget(fuse_ino_t ino, uint64_t n)
 
 static void make_gone_locked(struct inode *n, const struct store_meta *last)
 {
+	ASSERT_WRITE();
 	name_unlink_locked(n);
 	n->gone = true;
 	n->current = false;
@@ -818,6 +891,7 @@ static void unlink_all_locked(const char *region, const void *key, size_t klen,
 {
 	struct inode *n;
 
+	ASSERT_WRITE();
 	while ((n = find_name_locked(RFS_I_KEY, region, key, klen, false)))
 		make_gone_locked(n, last);
 }
@@ -825,9 +899,9 @@ static void unlink_all_locked(const char *region, const void *key, size_t klen,
 void rfs_inode_unlinked(const char *region, const void *key, size_t klen,
 			const struct store_meta *last)
 {
-	pthread_rwlock_wrlock(&it.lock);
+	table_wrlock();
 	unlink_all_locked(region, key, klen, last);
-	pthread_rwlock_unlock(&it.lock);
+	table_unlock();
 }
 
 /* Moves n to the name region/to; false if there is no memory for it. */
@@ -836,6 +910,7 @@ static bool move_locked(struct inode *n, const char *region, const void *to,
 {
 	char *name = make_name(region, n->rlen, to, tlen);
 
+	ASSERT_WRITE();
 	if (!name)
 		return false;
 	name_unlink_locked(n);
@@ -855,12 +930,12 @@ void rfs_inode_renamed(const char *region, const void *from, size_t flen,
 
 	if (flen == tlen && memcmp(from, to, flen) == 0)
 		return; /* onto itself: nothing changed */
-	pthread_rwlock_wrlock(&it.lock);
+	table_wrlock();
 	unlink_all_locked(region, to, tlen, last);
 	while ((f = find_name_locked(RFS_I_KEY, region, from, flen, false)))
 		if (!move_locked(f, region, to, tlen))
 			make_gone_locked(f, NULL); /* no memory: let it go */
-	pthread_rwlock_unlock(&it.lock);
+	table_unlock();
 }
 
 void rfs_inode_changed(const char *region, const void *key, size_t klen)
@@ -868,7 +943,7 @@ void rfs_inode_changed(const char *region, const void *key, size_t klen)
 	struct inode *n;
 	size_t i;
 
-	pthread_rwlock_wrlock(&it.lock);
+	table_wrlock();
 	if (key) {
 		n = find_name_locked(RFS_I_KEY, region, key, klen, true);
 		if (n)
@@ -879,7 +954,7 @@ void rfs_inode_changed(const char *region, const void *key, size_t klen)
 				if (n->kind == RFS_I_KEY)
 					n->current = false;
 	}
-	pthread_rwlock_unlock(&it.lock);
+	table_unlock();
 }
 
 /* ---- opens ---------------------------------------------------------------- */
@@ -900,8 +975,9 @@ static bool value_is_row(const struct region_value *v,
 static struct region_value *page_value_locked(struct inode *n,
 					      struct region_value *v)
 {
-	uint64_t serial = rfs_value_serial(v);
+	uint64_t serial = region_value_tag(v); /* the load serial */
 
+	ASSERT_NODE();
 	if (n->preaders)
 		return n->pval;
 	if (n->anchored ? serial != n->anchor : !value_is_row(v, &n->row))
@@ -915,6 +991,7 @@ static struct region_value *page_value_locked(struct inode *n,
 /* A handle that can read n opens: n may get pages. Node lock held. */
 static void reader_in_locked(struct inode *n)
 {
+	ASSERT_NODE();
 	n->nreaders++;
 	n->rgen++;
 	n->pristine = false;
@@ -929,14 +1006,14 @@ int rfs_inode_open_read(fuse_ino_t ino, struct region_value *v,
 
 	*out = NULL;
 	*pcache = false;
-	pthread_rwlock_rdlock(&it.lock);
+	table_rdlock();
 	n = find_ino_locked(ino);
 	if (!n) {
-		pthread_rwlock_unlock(&it.lock);
+		table_unlock();
 		return -ENOENT;
 	}
 	mu = node_lock(n);
-	pthread_mutex_lock(mu);
+	node_enter(mu);
 	if (atomic_load(&n->cls) == RFS_K_PAGE) {
 		serve = page_value_locked(n, v);
 		if (serve)
@@ -947,8 +1024,9 @@ int rfs_inode_open_read(fuse_ino_t ino, struct region_value *v,
 	reader_in_locked(n);
 	*pcache = serve != NULL;
 	*out = region_value_ref(serve ? serve : v);
-	pthread_mutex_unlock(mu);
-	pthread_rwlock_unlock(&it.lock);
+	check_node_locked(n);
+	node_leave(mu);
+	table_unlock();
 	return 0;
 }
 
@@ -959,7 +1037,7 @@ static bool handle_out(struct inode *n, bool reader, bool pcache, bool writer,
 	pthread_mutex_t *mu = node_lock(n);
 	bool unused;
 
-	pthread_mutex_lock(mu);
+	node_enter(mu);
 	if (reader && n->nreaders)
 		n->nreaders--;
 	if (writer && n->nwriters)
@@ -969,7 +1047,8 @@ static bool handle_out(struct inode *n, bool reader, bool pcache, bool writer,
 		n->pval = NULL;
 	}
 	unused = !n->nreaders && !n->nwriters;
-	pthread_mutex_unlock(mu);
+	check_node_locked(n);
+	node_leave(mu);
 	return unused && !atomic_load(&n->nlookup) && !n->writers;
 }
 
@@ -980,11 +1059,11 @@ static void close_handle(fuse_ino_t ino, bool reader, bool pcache, bool writer)
 	struct inode *n;
 	bool unused = false;
 
-	pthread_rwlock_rdlock(&it.lock);
+	table_rdlock();
 	n = find_ino_locked(ino);
 	if (n)
 		unused = handle_out(n, reader, pcache, writer, &drop);
-	pthread_rwlock_unlock(&it.lock);
+	table_unlock();
 	region_value_unref(drop);
 	if (unused)
 		free_if_unused(ino);
@@ -1006,6 +1085,7 @@ void rfs_inode_close_write(fuse_ino_t ino, bool readable)
  */
 static int write_in_locked(struct inode *n, bool readable, struct rfs_wopen *wo)
 {
+	ASSERT_NODE();
 	if (n->preaders)
 		return -ESTALE;
 	if (atomic_load(&n->cls) != RFS_K_WRITE) {
@@ -1032,18 +1112,19 @@ int rfs_inode_open_write(fuse_ino_t ino, pid_t pid, bool readable,
 
 	wo->inval = RFS_INVAL_NONE;
 	wo->gen = 0;
-	pthread_rwlock_rdlock(&it.lock);
+	table_rdlock();
 	n = find_ino_locked(ino);
 	if (n) {
 		mu = node_lock(n);
-		pthread_mutex_lock(mu);
+		node_enter(mu);
 		rc = write_in_locked(n, readable, wo);
-		pthread_mutex_unlock(mu);
+		check_node_locked(n);
+		node_leave(mu);
 		memcpy(region, n->name, n->rlen + 1);
 		memcpy(key, n->name + n->rlen + 1, n->klen);
 		klen = n->klen;
 	}
-	pthread_rwlock_unlock(&it.lock);
+	table_unlock();
 	if (!n)
 		return -ENOENT;
 	if (rc)
@@ -1058,18 +1139,19 @@ void rfs_inode_cleaned(fuse_ino_t ino, uint64_t gen)
 	pthread_mutex_t *mu;
 	struct inode *n;
 
-	pthread_rwlock_rdlock(&it.lock);
+	table_rdlock();
 	n = find_ino_locked(ino);
 	if (n) {
 		mu = node_lock(n);
-		pthread_mutex_lock(mu);
+		node_enter(mu);
 		/* nothing that can read opened it since the decision */
 		if (n->rgen == gen && !n->nreaders &&
 		    atomic_load(&n->cls) == RFS_K_WRITE)
 			n->pristine = true;
-		pthread_mutex_unlock(mu);
+		check_node_locked(n);
+		node_leave(mu);
 	}
-	pthread_rwlock_unlock(&it.lock);
+	table_unlock();
 }
 
 /* ---- write handles -------------------------------------------------------- */
@@ -1078,13 +1160,13 @@ int rfs_inode_attach(fuse_ino_t ino, struct rfs_handle *h)
 {
 	struct inode *n;
 
-	pthread_rwlock_wrlock(&it.lock);
+	table_wrlock();
 	n = find_ino_locked(ino);
 	if (n) {
 		h->u.w.inode_next = n->writers;
 		n->writers = h;
 	}
-	pthread_rwlock_unlock(&it.lock);
+	table_unlock();
 	return n ? 0 : -ENOENT;
 }
 
@@ -1093,7 +1175,7 @@ void rfs_inode_detach(fuse_ino_t ino, struct rfs_handle *h)
 	struct rfs_handle **pp;
 	struct inode *n;
 
-	pthread_rwlock_wrlock(&it.lock);
+	table_wrlock();
 	n = find_ino_locked(ino);
 	if (n) {
 		for (pp = &n->writers; *pp; pp = &(*pp)->u.w.inode_next) {
@@ -1104,10 +1186,37 @@ void rfs_inode_detach(fuse_ino_t ino, struct rfs_handle *h)
 		}
 		maybe_free_locked(n);
 	}
-	pthread_rwlock_unlock(&it.lock);
+	table_unlock();
 }
 
 uint64_t rfs_inode_count(void)
 {
 	return atomic_load_explicit(&it.nodes, memory_order_relaxed);
+}
+
+/* ---- white box (tests/unit/test_inode.c) ---------------------------------- */
+
+int rfs_inode__probe(fuse_ino_t ino, struct rfs_inode_probe *p)
+{
+	pthread_mutex_t *mu;
+	struct inode *n;
+
+	memset(p, 0, sizeof(*p));
+	table_rdlock();
+	n = find_ino_locked(ino);
+	if (n) {
+		mu = node_lock(n);
+		node_enter(mu);
+		p->nlookup = atomic_load(&n->nlookup);
+		p->pval = n->pval;
+		p->anchored = n->anchored;
+		p->pristine = n->pristine;
+		check_node_locked(n);
+		node_leave(mu);
+	}
+	p->ino_buckets = it.by_ino.mask + 1;
+	p->name_buckets = it.by_name.mask + 1;
+	table_unlock();
+	p->markers = atomic_load(&mk.used);
+	return n ? 0 : -ENOENT;
 }

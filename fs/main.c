@@ -270,13 +270,12 @@ static int check_mountpoint(const char *mnt)
 /* store_open() with every signal blocked: its writer thread inherits that. */
 static int store_open_blocked(struct store **st)
 {
-	sigset_t all, old;
+	sigset_t old;
 	int rc;
 
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rfs_signals_block(&old);
 	rc = store_open(rfs.db_path, NULL, st);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	rfs_signals_restore(&old);
 	return rc;
 }
 
@@ -348,7 +347,7 @@ static int setup_state(const struct main_opts *o)
 	clock_gettime(CLOCK_REALTIME, &rfs.mount_time);
 	rc = rfs_inode_init();
 	if (!rc)
-		rc = rfs_daemon_init(c);
+		rc = rfs_state_init(c);
 	config_free(c);
 	if (rc)
 		rfs_log(RFS_LOG_ERR, "cannot start: %s", strerror(-rc));
@@ -465,10 +464,10 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *cmd)
 		rfs_log(RFS_LOG_ERR, "background thread: %s", strerror(-rc));
 	if (rc)
 		return -1;
-	t = rfs_table_get();
+	t = rfs_table_ref();
 	rfs_log(RFS_LOG_NOTICE, "mounted %s on %s (%zu regions, config %s)",
 		rfs.db_path, cmd->mountpoint, t->n, rfs.config_path);
-	rfs_table_put(t);
+	rfs_table_unref(t);
 	rfs_sd_notify("READY=1");
 	rc = run_loop(se, cmd);
 	rfs_loop_done();
@@ -492,7 +491,7 @@ static void shutdown_all(struct fuse_session *se, bool mounted)
 		fuse_session_unmount(se);
 	if (se)
 		fuse_session_destroy(se);
-	rfs_daemon_fini();
+	rfs_state_fini();
 	rfs_inode_fini();
 }
 

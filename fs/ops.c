@@ -364,6 +364,7 @@ static int lookup_key(pid_t pid, const char *region, const char *name,
 {
 	struct store_meta m;
 	struct rfs_ident id;
+	struct rfs_names l;
 	enum rfs_kclass cls;
 	fuse_ino_t ino;
 	struct stat st;
@@ -374,11 +375,14 @@ static int lookup_key(pid_t pid, const char *region, const char *name,
 	rc = key_len(name, &len);
 	if (rc)
 		return rc;
+	/* an unlink between the stat and the inode would leave an inode
+	 * that is not gone for a key that is (commit.c) */
+	rfs_names_lock(&l, region, name, len, false);
 	rc = store_stat(rfs.st, region, name, len, &m);
-	if (rc)
-		return rc;
-	rc = rfs_inode_lookup_key(region, name, len, &m, pid, false, &ino,
-				  &cls);
+	if (!rc)
+		rc = rfs_inode_lookup_key(region, name, len, &m, pid, false,
+					  &ino, &cls);
+	rfs_names_unlock(&l);
 	if (rc)
 		return rc;
 	if (cls == RFS_K_WRITE) {
@@ -525,61 +529,18 @@ static int setattr_check(fuse_ino_t ino, const struct rfs_ident *id,
 	return 0;
 }
 
-static uint64_t region_limit(const struct rfs_region *rr)
-{
-	uint64_t lim = rr->cfg.lim.max_value_size;
-
-	return lim && lim < RFS_MAX_VALUE ? lim : RFS_MAX_VALUE;
-}
-
 /*
- * truncate(2) on a path: load, resize, commit at once. Like open, this
+ * ftruncate() on a write handle edits its buffer; truncate(2) of a path
+ * loads, resizes and commits at once (commit.c). Like open, the latter
  * goes by the name, also for an inode a rename has just replaced.
  */
-static int truncate_key(const struct rfs_ident *id, off_t size)
-{
-	struct rfs_region *rr = rfs_region_get(id->region);
-	struct store_meta m;
-	void *data = NULL, *p;
-	int rc = -ENOENT;
-
-	if (!rr)
-		goto out;
-	rc = -EFBIG;
-	if ((uint64_t)size > region_limit(rr))
-		goto out;
-	if (size == 0)
-		rc = store_stat(rfs.st, id->region, id->key, id->klen, &m);
-	else
-		rc = store_load(rfs.st, id->region, id->key, id->klen, &data,
-				&m);
-	if (rc || m.size == (uint64_t)size)
-		goto out;
-	if (size > 0) {
-		p = realloc(data, size);
-		rc = -ENOMEM;
-		if (!p)
-			goto out;
-		data = p;
-		if ((uint64_t)size > m.size)
-			memset((char *)data + m.size, 0, size - m.size);
-	}
-	rc = rfs_commit_value(id->region, id->key, id->klen, data, size,
-			      rr->cfg.durable ? STORE_DURABLE : 0, NULL);
-out:
-	free(data);
-	rfs_region_put(rr);
-	return rc;
-}
-
-static int setattr_size(const struct rfs_ident *id, off_t size,
-			struct fuse_file_info *fi)
+static int setattr_size(fuse_ino_t ino, off_t size, struct fuse_file_info *fi)
 {
 	struct rfs_handle *h = fi ? (struct rfs_handle *)fi->fh : NULL;
 
 	if (h && h->kind == RFS_H_WRITE)
 		return rfs_whandle_truncate(h, size);
-	return truncate_key(id, size);
+	return rfs_commit_truncate(ino, size);
 }
 
 static void rfs_ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
@@ -597,7 +558,7 @@ static void rfs_ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	if (!rc)
 		rc = setattr_check(ino, &id, &cur, attr, to_set);
 	if (!rc && (to_set & FUSE_SET_ATTR_SIZE))
-		rc = setattr_size(&id, attr->st_size, fi);
+		rc = setattr_size(ino, attr->st_size, fi);
 	if (!rc && (to_set & FUSE_SET_ATTR_SIZE))
 		rc = do_getattr(ino, &cur, &timeout);
 	if (rc)
@@ -660,37 +621,6 @@ static void rfs_ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	reply_err(req, rc == 0 ? -ENOTDIR : rc);
 }
 
-static unsigned region_flags(const char *region)
-{
-	struct rfs_region *rr = rfs_region_get(region);
-	unsigned flags = rr && rr->cfg.durable ? STORE_DURABLE : 0;
-
-	rfs_region_put(rr);
-	return flags;
-}
-
-static int unlink_key(const char *region, const char *key, size_t klen)
-{
-	char esc[RFS_ESC_LEN];
-	struct store_meta last;
-	int rc;
-
-	rc = store_stat(rfs.st, region, key, klen, &last);
-	if (rc)
-		return rc;
-	rfs_invalidate(region, key, klen); /* E1 */
-	rc = store_delete(rfs.st, region, key, klen, region_flags(region));
-	rfs_invalidate(region, key, klen); /* E2 */
-	if (rc == 0 || rc == -ENOENT)
-		rfs_inode_unlinked(region, key, klen, &last);
-	if (rc == 0)
-		rfs_count(RFS_C_UNLINKS, 1);
-	else if (rc != -ENOENT)
-		rfs_log(RFS_LOG_ERR, "unlink %s/%s: %s", region,
-			rfs_escape(key, klen, esc), strerror(-rc));
-	return rc;
-}
-
 static void rfs_ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct rfs_ident id;
@@ -701,57 +631,15 @@ static void rfs_ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!rc)
 		rc = key_len(name, &len);
 	if (!rc)
-		rc = unlink_key(id.region, name, len);
+		rc = rfs_commit_delete(id.region, name, len);
 	reply_err(req, rc);
-}
-
-struct rename_args {
-	const char *region;
-	const char *from;
-	size_t flen;
-	const char *to;
-	size_t tlen;
-	unsigned flags; /* RENAME_* */
-};
-
-static int rename_key(const struct rename_args *a)
-{
-	struct store_meta last;
-	char e1[RFS_ESC_LEN], e2[RFS_ESC_LEN];
-	bool replaced;
-	int rc;
-
-	rc = store_stat(rfs.st, a->region, a->to, a->tlen, &last);
-	if (rc && rc != -ENOENT)
-		return rc;
-	replaced = rc == 0;
-	/* not atomic against outside writers: the store has no NOREPLACE */
-	if (replaced && (a->flags & RENAME_NOREPLACE))
-		return -EEXIST;
-	rfs_invalidate(a->region, a->from, a->flen); /* E1 */
-	rfs_invalidate(a->region, a->to, a->tlen);
-	rc = store_rename(rfs.st, a->region, a->from, a->flen, a->to, a->tlen,
-			  region_flags(a->region));
-	rfs_invalidate(a->region, a->from, a->flen); /* E2 */
-	rfs_invalidate(a->region, a->to, a->tlen);
-	if (rc) {
-		if (rc != -ENOENT)
-			rfs_log(RFS_LOG_ERR, "rename %s/%s -> %s: %s",
-				a->region, rfs_escape(a->from, a->flen, e1),
-				rfs_escape(a->to, a->tlen, e2), strerror(-rc));
-		return rc;
-	}
-	rfs_inode_renamed(a->region, a->from, a->flen, a->to, a->tlen,
-			  replaced ? &last : NULL);
-	rfs_count(RFS_C_RENAMES, 1);
-	return 0;
 }
 
 static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		     const char *newname, unsigned flags)
 {
 	struct rfs_ident from, to;
-	struct rename_args a = {.from = name, .to = newname, .flags = flags};
+	size_t flen, tlen;
 	int rc;
 
 	if (flags & ~(unsigned)RENAME_NOREPLACE)
@@ -763,13 +651,13 @@ static int do_rename(fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		return rc;
 	if (strcmp(from.region, to.region) != 0)
 		return -EXDEV;
-	rc = key_len(name, &a.flen);
+	rc = key_len(name, &flen);
 	if (!rc)
-		rc = key_len(newname, &a.tlen);
+		rc = key_len(newname, &tlen);
 	if (rc)
 		return rc;
-	a.region = from.region;
-	return rename_key(&a);
+	return rfs_commit_rename(from.region, name, flen, newname, tlen,
+				 flags & RENAME_NOREPLACE);
 }
 
 static void rfs_ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -848,28 +736,32 @@ static bool read_only(int flags)
 /*
  * Opens a key: a value reference to read, or a private buffer to write.
  * A gone inode (the kernel resolved the name just before a rename
- * replaced it or an unlink removed it) still opens, by name: a reader gets
- * the value the name has now (the rename's new value: old or new, never
- * ENOENT for a name that stayed visible throughout, as POSIX requires),
- * or the inode's own value if page-cache readers have it open, and a
- * writer's data goes nowhere, as it would into a replaced inode.
+ * replaced it or an unlink removed it) still opens for reading, by name:
+ * a reader gets the value the name has now (the rename's new value: old
+ * or new, never ENOENT for a name that stayed visible throughout, as
+ * POSIX requires), or the inode's own value if page-cache readers have it
+ * open. A writer gets ESTALE (handle.c): the kernel walks the path again
+ * and opens, or with O_CREAT creates, what the name is now; opening the
+ * gone inode would fail open(O_CREAT|O_TRUNC) with ENOENT. locked: the
+ * caller (create) holds the name's lock (commit.c).
  */
 static int open_key(pid_t pid, fuse_ino_t ino, const struct rfs_ident *id,
-		    int flags, bool created, struct rfs_handle **out)
+		    int flags, bool created, bool locked,
+		    struct rfs_handle **out)
 {
 	struct rfs_region *rr;
 	int rc;
 
 	*out = NULL;
-	rr = rfs_region_get(id->region);
+	rr = rfs_region_ref(id->region);
 	if (!rr)
 		return -ENOENT;
 	if (read_only(flags))
 		rc = rfs_rhandle_open(rr, ino, id, out);
 	else
 		rc = rfs_whandle_open(rr, ino, pid, id->key, id->klen, flags,
-				      created, out);
-	rfs_region_put(rr);
+				      created, locked, out);
+	rfs_region_unref(rr);
 	if (!rc)
 		rfs_count(RFS_C_OPENS, 1);
 	return rc;
@@ -898,7 +790,7 @@ static void rfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 		rc = rfs_inode_ident(ino, &id);
 	if (!rc && ino >= RFS_INO_DYNAMIC && id.kind == RFS_I_KEY)
 		rc = open_key(fuse_req_ctx(req)->pid, ino, &id, fi->flags,
-			      false, &h);
+			      false, false, &h);
 	else if (!rc && !(rc = vfile_kind(ino, &id, &kind)))
 		rc = open_virtual(kind, id.region, fi->flags, &h);
 	if (rc) {
@@ -911,28 +803,6 @@ static void rfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 }
 
 /*
- * Makes sure the key exists: commits an empty value if it does not
- * (*created), EEXIST with O_EXCL if it does.
- */
-static int create_key(const char *region, const char *key, size_t klen,
-		      int flags, bool *created)
-{
-	struct store_meta m;
-	int rc;
-
-	*created = false;
-	rc = store_stat(rfs.st, region, key, klen, &m);
-	if (rc == 0)
-		return (flags & O_EXCL) ? -EEXIST : 0;
-	if (rc != -ENOENT)
-		return rc;
-	rc = rfs_commit_value(region, key, klen, NULL, 0, region_flags(region),
-			      NULL);
-	*created = rc == 0;
-	return rc;
-}
-
-/*
  * create(): 0 with *ino (one lookup counted) and *h. The inode is a
  * writer's (inode.c), never the one page-cache readers of the name use.
  */
@@ -941,6 +811,7 @@ static int do_create(pid_t pid, fuse_ino_t parent, const char *name,
 		     struct rfs_handle **h)
 {
 	struct rfs_ident id;
+	struct rfs_names l;
 	enum rfs_kclass cls;
 	bool created;
 	size_t len;
@@ -954,10 +825,8 @@ static int do_create(pid_t pid, fuse_ino_t parent, const char *name,
 	if (!rc)
 		rc = key_len(name, &len);
 	if (!rc)
-		rc = create_key(id.region, name, len, flags, &created);
-	if (!rc)
-		rc = rfs_inode_lookup_key(id.region, name, len, NULL, pid, true,
-					  ino, &cls);
+		rc = rfs_commit_create(id.region, name, len, flags, pid, &l,
+				       ino, &cls, &created);
 	if (rc)
 		return rc;
 	id.kind = RFS_I_KEY;
@@ -965,7 +834,9 @@ static int do_create(pid_t pid, fuse_ino_t parent, const char *name,
 	id.cls = cls;
 	memcpy(id.key, name, len + 1);
 	id.klen = len;
-	rc = open_key(pid, *ino, &id, flags, created, h);
+	/* the name stays locked: no unlink between the create and the open */
+	rc = open_key(pid, *ino, &id, flags, created, true, h);
+	rfs_names_unlock(&l);
 	if (rc)
 		rfs_inode_forget(*ino, 1);
 	return rc;
@@ -1101,7 +972,7 @@ static void rfs_ll_release(fuse_req_t req, fuse_ino_t ino,
 	(void)ino;
 	/*
 	 * Never flushed, or the flush failed: last chance, and nobody to
-	 * tell but the log (rfs_commit_value logs a store error). A broken
+	 * tell but the log (commit.c logs a store error). A broken
 	 * (EFBIG) handle was refused on purpose.
 	 */
 	if (h && h->kind == RFS_H_WRITE && atomic_load(&h->u.w.dirty))
@@ -1239,7 +1110,7 @@ static bool add_dent(fuse_req_t req, char *buf, size_t size, size_t *pos,
 static size_t readdir_fixed(fuse_req_t req, enum listing l, fuse_ino_t self,
 			    char *buf, size_t size, off_t off)
 {
-	struct rfs_table *t = rfs_table_get();
+	struct rfs_table *t = rfs_table_ref();
 	size_t pos = 0;
 	struct dent d;
 
@@ -1247,7 +1118,7 @@ static size_t readdir_fixed(fuse_req_t req, enum listing l, fuse_ino_t self,
 		if (!add_dent(req, buf, size, &pos, d.name, d.ino, d.mode,
 			      off + 1))
 			break;
-	rfs_table_put(t);
+	rfs_table_unref(t);
 	return pos;
 }
 
@@ -1380,19 +1251,19 @@ static void rfs_ll_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 static uint64_t count_keys(void)
 {
 	static atomic_uint_fast64_t cached, cached_at;
-	uint64_t sum = 0, n, bytes, now = now_ns() / 1000000;
+	uint64_t sum = 0, n, bytes, now = rfs_mono_ns() / 1000000;
 	struct rfs_table *t;
 	size_t i;
 
 	if (atomic_load(&cached_at) &&
 	    now - atomic_load(&cached_at) < STATFS_CACHE_MS)
 		return atomic_load(&cached);
-	t = rfs_table_get();
+	t = rfs_table_ref();
 	for (i = 0; i < t->n; i++)
 		if (store_region_usage(rfs.st, t->v[i]->cfg.name, &n, &bytes) ==
 		    0)
 			sum += n;
-	rfs_table_put(t);
+	rfs_table_unref(t);
 	atomic_store(&cached, sum);
 	atomic_store(&cached_at, now);
 	return sum;

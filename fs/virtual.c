@@ -226,34 +226,116 @@ static struct rsnap *sample_all(const struct rfs_view *v, int *rc)
 /* Adds every counter and gauge of b into a (limits are not summed). */
 static void rsnap_add(struct rsnap *a, const struct rsnap *b)
 {
-	struct region_stats *x = &a->s;
-	const struct region_stats *y = &b->s;
-
-	x->gets += y->gets;
-	x->hits += y->hits;
-	x->misses += y->misses;
-	x->coalesced += y->coalesced;
-	x->loads += y->loads;
-	x->load_failures += y->load_failures;
-	x->load_not_found += y->load_not_found;
-	x->load_ns += y->load_ns;
-	x->stale_puts_rejected += y->stale_puts_rejected;
-	x->uncacheable += y->uncacheable;
-	x->installs += y->installs;
-	x->invalidations_local += y->invalidations_local;
-	x->invalidations_outside += y->invalidations_outside;
-	x->evictions_size += y->evictions_size;
-	x->evictions_ttl += y->evictions_ttl;
-	x->evictions_tti += y->evictions_tti;
-	x->entries += y->entries;
-	x->bytes += y->bytes;
-	x->flights += y->flights;
-	x->nstripes += y->nstripes;
+#define ADD_FIELD(src, id, field, ...) a->s.field += b->s.field;
+	REGION_STATS(ADD_FIELD)
+#undef ADD_FIELD
 	if (b->stored) {
 		a->keys_stored += b->keys_stored;
 		a->value_bytes_stored += b->value_bytes_stored;
 		a->stored = true;
 	}
+}
+
+/* ---- the numbers of regions/ and store/ ---------------------------------- */
+
+/* One number of struct region_stats (REGION_STATS in region.h). */
+struct region_field {
+	size_t off;	   /* offsetof(struct region_stats, field) */
+	int src;	   /* enum region_stat_src */
+	int unit;	   /* enum region_stat_unit */
+	const char *line;  /* stats line */
+	const char *prom;  /* metrics.prom family, "" for none */
+	const char *label; /* label value in a shared family, or NULL */
+	const char *help;  /* HELP of a family of its own */
+};
+
+static const struct region_field region_fields[] = {
+#define REGION_FIELD(src, id, field, unit, line, prom, label, help)            \
+	{offsetof(struct region_stats, field),                                 \
+	 src,                                                                  \
+	 unit,                                                                 \
+	 line,                                                                 \
+	 prom,                                                                 \
+	 label,                                                                \
+	 help},
+	REGION_STATS(REGION_FIELD)
+#undef REGION_FIELD
+};
+
+#define NREGION_FIELDS (sizeof(region_fields) / sizeof(region_fields[0]))
+
+/*
+ * The metrics.prom families shared by several region fields (told apart by
+ * a label) or showing a nanosecond field in seconds, in the order the file
+ * shows them after the families of one plain field each. In the stats
+ * files the members of a family with a sum_line are followed by that line,
+ * their sum.
+ */
+static const struct region_family {
+	const char *name;     /* family, as in REGION_STATS */
+	const char *label;    /* label name, NULL for a family of one field */
+	const char *help;     /* NULL: the field's */
+	const char *sum_line; /* stats line of the members' sum, or NULL */
+} region_families[] = {
+	{"regionfs_load_seconds_total", NULL, NULL, NULL},
+	{"regionfs_evictions_total", "cause",
+	 "Entries evicted, by cause: size limits, ttl or tti expiry.",
+	 "evictions"},
+	{"regionfs_invalidations_total", "origin",
+	 "Keys invalidated by writes, by origin: this mount or outside "
+	 "writers.",
+	 "invalidations"},
+};
+
+/* One number of struct store_stats (STORE_STATS in store.h). */
+static const struct store_field {
+	size_t off;	  /* offsetof(struct store_stats, field) */
+	int type;	  /* enum store_stat_type */
+	int unit;	  /* enum store_stat_unit */
+	const char *line; /* stats line */
+	const char *prom; /* metrics.prom family */
+	const char *help;
+} store_fields[] = {
+#define STORE_FIELD(type, field, unit, line, prom, help)                       \
+	{offsetof(struct store_stats, field), type, unit, line, prom, help},
+	STORE_STATS(STORE_FIELD)
+#undef STORE_FIELD
+};
+
+#define NSTORE_FIELDS (sizeof(store_fields) / sizeof(store_fields[0]))
+
+/* The uint64_t at byte offset off of base. */
+static uint64_t u64_at(const void *base, size_t off)
+{
+	uint64_t v;
+
+	memcpy(&v, (const char *)base + off, sizeof(v));
+	return v;
+}
+
+/* The family f belongs to in region_families, or NULL for its own. */
+static const struct region_family *family_of(const struct region_field *f)
+{
+	size_t n = sizeof(region_families) / sizeof(region_families[0]);
+
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(region_families[i].name, f->prom) == 0)
+			return &region_families[i];
+	}
+	return NULL;
+}
+
+/* The sum of the fields of family fam in s. */
+static uint64_t family_sum(const struct region_stats *s,
+			   const struct region_family *fam)
+{
+	uint64_t sum = 0;
+
+	for (size_t i = 0; i < NREGION_FIELDS; i++) {
+		if (strcmp(region_fields[i].prom, fam->name) == 0)
+			sum += u64_at(s, region_fields[i].off);
+	}
+	return sum;
 }
 
 /* ---- stats files --------------------------------------------------------- */
@@ -263,30 +345,17 @@ static void put_region_counters(struct outbuf *o, const struct rsnap *r)
 {
 	const struct region_stats *s = &r->s;
 
-	put_u64(o, "gets", s->gets);
-	put_u64(o, "hits", s->hits);
-	put_u64(o, "misses", s->misses);
-	put_u64(o, "coalesced", s->coalesced);
-	put_u64(o, "loads", s->loads);
-	put_u64(o, "load_failures", s->load_failures);
-	put_u64(o, "load_not_found", s->load_not_found);
-	put_u64(o, "load_time_us", s->load_ns / 1000u);
-	put_u64(o, "stale_puts_rejected", s->stale_puts_rejected);
-	put_u64(o, "uncacheable", s->uncacheable);
-	put_u64(o, "installs", s->installs);
-	put_u64(o, "invalidations_local", s->invalidations_local);
-	put_u64(o, "invalidations_outside", s->invalidations_outside);
-	put_u64(o, "invalidations",
-		s->invalidations_local + s->invalidations_outside);
-	put_u64(o, "evictions_size", s->evictions_size);
-	put_u64(o, "evictions_ttl", s->evictions_ttl);
-	put_u64(o, "evictions_tti", s->evictions_tti);
-	put_u64(o, "evictions",
-		s->evictions_size + s->evictions_ttl + s->evictions_tti);
-	put_u64(o, "entries", s->entries);
-	put_u64(o, "bytes", s->bytes);
-	put_u64(o, "flights", s->flights);
-	put_u64(o, "stripes", s->nstripes);
+	for (size_t i = 0; i < NREGION_FIELDS; i++) {
+		const struct region_field *f = &region_fields[i];
+		const struct region_family *fam = family_of(f);
+		uint64_t v = u64_at(s, f->off);
+
+		put_u64(o, f->line, f->unit == REGION_UNIT_NS ? v / 1000u : v);
+		if (fam && fam->sum_line &&
+		    (i + 1 == NREGION_FIELDS ||
+		     strcmp(region_fields[i + 1].prom, f->prom) != 0))
+			put_u64(o, fam->sum_line, family_sum(s, fam));
+	}
 	if (s->gets)
 		out_printf(o, "hit_ratio %.4f\n",
 			   (double)s->hits / (double)s->gets);
@@ -335,12 +404,12 @@ static void put_counters(struct outbuf *o, const struct rfs_counters *c)
 
 static void put_store(struct outbuf *o, const struct store_stats *s)
 {
-	put_u64(o, "store_commits", s->commits);
-	put_u64(o, "store_rows", s->rows);
-	put_u64(o, "store_max_batch", s->max_batch);
-	put_u64(o, "store_errors", s->errors);
-	put_u64(o, "store_busy_retries", s->busy_retries);
-	put_u64(o, "store_commit_time_us", s->commit_ns / 1000u);
+	for (size_t i = 0; i < NSTORE_FIELDS; i++) {
+		const struct store_field *f = &store_fields[i];
+		uint64_t v = u64_at(s, f->off);
+
+		put_u64(o, f->line, f->unit == STORE_UNIT_NS ? v / 1000u : v);
+	}
 }
 
 static void render_global_stats(struct outbuf *o, const struct rfs_view *v,
@@ -412,7 +481,10 @@ static void prom_labels(struct outbuf *o, const char *name, const char *region,
 	out_str(o, "} ");
 }
 
-/* A per-region family whose value is one uint64_t field of struct rsnap. */
+/*
+ * A per-region family of fs/'s own: a limit or a stored-usage figure, one
+ * uint64_t field of struct rsnap.
+ */
 struct prom_region_metric {
 	const char *name;
 	const char *type;
@@ -421,42 +493,10 @@ struct prom_region_metric {
 	bool needs_stored; /* only for regions whose usage was read */
 };
 
-#define RS(field) offsetof(struct rsnap, s.field)
 #define RL(field) offsetof(struct rsnap, lim.field)
 #define RU(field) offsetof(struct rsnap, field)
 
 static const struct prom_region_metric prom_region_metrics[] = {
-	{"regionfs_gets_total", "counter",
-	 "Lookups of keys in the region's cache.", RS(gets), false},
-	{"regionfs_hits_total", "counter", "Lookups served from the cache.",
-	 RS(hits), false},
-	{"regionfs_misses_total", "counter",
-	 "Lookups not served from the cache (including coalesced ones).",
-	 RS(misses), false},
-	{"regionfs_coalesced_total", "counter",
-	 "Misses that waited for another reader's load of the same key.",
-	 RS(coalesced), false},
-	{"regionfs_loads_total", "counter",
-	 "Loads from the store completed successfully.", RS(loads), false},
-	{"regionfs_load_failures_total", "counter",
-	 "Loads from the store completed with an error.", RS(load_failures),
-	 false},
-	{"regionfs_load_not_found_total", "counter",
-	 "Loads from the store that found no such key.", RS(load_not_found),
-	 false},
-	{"regionfs_stale_puts_rejected_total", "counter",
-	 "Installs of loaded values refused because a write overlapped.",
-	 RS(stale_puts_rejected), false},
-	{"regionfs_uncacheable_total", "counter",
-	 "Loaded values too large to be cached.", RS(uncacheable), false},
-	{"regionfs_installs_total", "counter", "Values installed in the cache.",
-	 RS(installs), false},
-	{"regionfs_cache_entries", "gauge", "Entries in the cache.",
-	 RS(entries), false},
-	{"regionfs_cache_bytes", "gauge", "Key and value bytes in the cache.",
-	 RS(bytes), false},
-	{"regionfs_flights", "gauge", "Loads from the store in the air.",
-	 RS(flights), false},
 	{"regionfs_cache_max_entries", "gauge",
 	 "Limit on cache entries (0 = unlimited).", RL(max_entries), false},
 	{"regionfs_cache_max_bytes", "gauge",
@@ -481,6 +521,32 @@ static const char *snap_region_name(const struct rfs_view *v, size_t i)
 	return rv->cfg ? rv->cfg->name : "";
 }
 
+static const char *region_field_type(const struct region_field *f)
+{
+	if (f->src == REGION_SRC_STRIPE || f->src == REGION_SRC_REGION)
+		return "gauge";
+	return "counter";
+}
+
+/* The families of one plain region field each, in REGION_STATS order. */
+static void prom_region_fields(struct outbuf *o, const struct rfs_view *v,
+			       const struct rsnap *snaps)
+{
+	for (size_t m = 0; m < NREGION_FIELDS; m++) {
+		const struct region_field *f = &region_fields[m];
+
+		if (!f->prom[0] || family_of(f))
+			continue;
+		prom_family(o, f->prom, region_field_type(f), f->help);
+		for (size_t i = 0; i < v->nregions; i++) {
+			prom_labels(o, f->prom, snap_region_name(v, i), NULL,
+				    NULL);
+			out_printf(o, "%" PRIu64 "\n",
+				   u64_at(&snaps[i].s, f->off));
+		}
+	}
+}
+
 static void prom_region_table(struct outbuf *o, const struct rfs_view *v,
 			      const struct rsnap *snaps)
 {
@@ -491,75 +557,56 @@ static void prom_region_table(struct outbuf *o, const struct rfs_view *v,
 
 		prom_family(o, pm->name, pm->type, pm->help);
 		for (size_t i = 0; i < v->nregions; i++) {
-			uint64_t val;
-
 			if (pm->needs_stored && !snaps[i].stored)
 				continue;
-			memcpy(&val, (const char *)&snaps[i] + pm->off,
-			       sizeof(val));
 			prom_labels(o, pm->name, snap_region_name(v, i), NULL,
 				    NULL);
-			out_printf(o, "%" PRIu64 "\n", val);
+			out_printf(o, "%" PRIu64 "\n",
+				   u64_at(&snaps[i], pm->off));
 		}
 	}
 }
 
-static void prom_load_seconds(struct outbuf *o, const struct rfs_view *v,
-			      const struct rsnap *snaps)
+/* One family of region_families: every member of every region. */
+static void prom_region_family(struct outbuf *o, const struct rfs_view *v,
+			       const struct rsnap *snaps,
+			       const struct region_family *fam)
 {
-	const char *n = "regionfs_load_seconds_total";
+	const struct region_field *first = NULL;
 
-	prom_family(o, n, "counter",
-		    "Time loads from the store were in the air.");
-	for (size_t i = 0; i < v->nregions; i++) {
-		prom_labels(o, n, snap_region_name(v, i), NULL, NULL);
-		out_seconds(o, snaps[i].s.load_ns);
-		out_str(o, "\n");
+	for (size_t m = 0; m < NREGION_FIELDS && !first; m++) {
+		if (strcmp(region_fields[m].prom, fam->name) == 0)
+			first = &region_fields[m];
 	}
-}
-
-static void prom_evictions(struct outbuf *o, const struct rfs_view *v,
-			   const struct rsnap *snaps)
-{
-	static const char *const causes[] = {"size", "ttl", "tti"};
-	const char *n = "regionfs_evictions_total";
-
-	prom_family(o, n, "counter",
-		    "Entries evicted, by cause: size limits, ttl or tti "
-		    "expiry.");
+	if (!first)
+		return;
+	prom_family(o, fam->name, region_field_type(first),
+		    fam->help ? fam->help : first->help);
 	for (size_t i = 0; i < v->nregions; i++) {
-		const struct region_stats *s = &snaps[i].s;
-		const uint64_t val[] = {s->evictions_size, s->evictions_ttl,
-					s->evictions_tti};
+		for (size_t m = 0; m < NREGION_FIELDS; m++) {
+			const struct region_field *f = &region_fields[m];
+			uint64_t val = u64_at(&snaps[i].s, f->off);
 
-		for (size_t c = 0; c < 3; c++) {
-			prom_labels(o, n, snap_region_name(v, i), "cause",
-				    causes[c]);
-			out_printf(o, "%" PRIu64 "\n", val[c]);
+			if (strcmp(f->prom, fam->name) != 0)
+				continue;
+			prom_labels(o, fam->name, snap_region_name(v, i),
+				    fam->label, f->label);
+			if (f->unit == REGION_UNIT_NS)
+				out_seconds(o, val);
+			else
+				out_printf(o, "%" PRIu64, val);
+			out_str(o, "\n");
 		}
 	}
 }
 
-static void prom_invalidations(struct outbuf *o, const struct rfs_view *v,
-			       const struct rsnap *snaps)
+static void prom_region_families(struct outbuf *o, const struct rfs_view *v,
+				 const struct rsnap *snaps)
 {
-	static const char *const origins[] = {"local", "outside"};
-	const char *n = "regionfs_invalidations_total";
+	size_t n = sizeof(region_families) / sizeof(region_families[0]);
 
-	prom_family(o, n, "counter",
-		    "Keys invalidated by writes, by origin: this mount or "
-		    "outside writers.");
-	for (size_t i = 0; i < v->nregions; i++) {
-		const struct region_stats *s = &snaps[i].s;
-		const uint64_t val[] = {s->invalidations_local,
-					s->invalidations_outside};
-
-		for (size_t c = 0; c < 2; c++) {
-			prom_labels(o, n, snap_region_name(v, i), "origin",
-				    origins[c]);
-			out_printf(o, "%" PRIu64 "\n", val[c]);
-		}
-	}
+	for (size_t i = 0; i < n; i++)
+		prom_region_family(o, v, snaps, &region_families[i]);
 }
 
 static void prom_daemon_info(struct outbuf *o, const struct rfs_view *v)
@@ -651,27 +698,25 @@ static void prom_daemon(struct outbuf *o, const struct rfs_view *v)
 		   v->counters.feed_lag_ms / 1000u,
 		   v->counters.feed_lag_ms % 1000u);
 	name = "regionfs_feed_poll_age_seconds";
-	prom_family(o, name, "gauge",
-		    "Time since the change feed last finished a complete poll.");
+	prom_family(
+		o, name, "gauge",
+		"Time since the change feed last finished a complete poll.");
 	out_printf(o, "%s %" PRIu64 ".%03" PRIu64 "\n", name,
 		   v->counters.feed_poll_age_ms / 1000u,
 		   v->counters.feed_poll_age_ms % 1000u);
-	prom_u64(o, "regionfs_store_commits_total", "counter",
-		 "Write transactions committed.", s->commits);
-	prom_u64(o, "regionfs_store_rows_total", "counter",
-		 "Row changes committed.", s->rows);
-	prom_u64(o, "regionfs_store_batch_max_rows", "gauge",
-		 "Most row changes committed in one transaction.",
-		 s->max_batch);
-	prom_u64(o, "regionfs_store_errors_total", "counter",
-		 "Row changes that failed.", s->errors);
-	prom_u64(o, "regionfs_store_busy_retries_total", "counter",
-		 "Retries after the database was busy.", s->busy_retries);
-	name = "regionfs_store_commit_seconds_total";
-	prom_family(o, name, "counter", "Time spent in COMMIT.");
-	out_printf(o, "%s ", name);
-	out_seconds(o, s->commit_ns);
-	out_str(o, "\n");
+	for (size_t m = 0; m < NSTORE_FIELDS; m++) {
+		const struct store_field *f = &store_fields[m];
+		uint64_t val = u64_at(s, f->off);
+		const char *type = f->type == STORE_GAUGE ? "gauge" : "counter";
+
+		prom_family(o, f->prom, type, f->help);
+		out_printf(o, "%s ", f->prom);
+		if (f->unit == STORE_UNIT_NS)
+			out_seconds(o, val);
+		else
+			out_printf(o, "%" PRIu64, val);
+		out_str(o, "\n");
+	}
 }
 
 static void render_metrics(struct outbuf *o, const struct rfs_view *v,
@@ -679,10 +724,9 @@ static void render_metrics(struct outbuf *o, const struct rfs_view *v,
 {
 	prom_daemon_info(o, v);
 	prom_daemon(o, v);
+	prom_region_fields(o, v, snaps);
 	prom_region_table(o, v, snaps);
-	prom_load_seconds(o, v, snaps);
-	prom_evictions(o, v, snaps);
-	prom_invalidations(o, v, snaps);
+	prom_region_families(o, v, snaps);
 }
 
 /* ---- config files -------------------------------------------------------- */

@@ -1,30 +1,37 @@
 /*
  * config.c - regions.ini: parsing and strict validation.
  *
- * regions.ini is parsed with inih, but inih never sees the raw file. The
- * text goes through our own line reader (ini_parse_stream), which lexes
- * and checks every physical line first and then hands inih one short,
- * canonical line for it: "\n" for a blank line or a comment, "[name]\n"
- * for a header, "key=value\n" for a setting. inih splits the setting and
- * calls our handler, which parses and stores the value. This closes the
- * traps of inih r55, each checked against Debian's build:
+ * inih parses regions.ini: it splits each setting at its '=', trims the
+ * blanks around key and value and calls our handler (on_setting), which
+ * validates the key and parses the value; that is all our code does with a
+ * setting. inih reads the text through our line reader (read_line, given
+ * to ini_parse_stream), a wrapper that checks each physical line for what
+ * inih r55 gets wrong and hands inih the line only when inih will read it
+ * as we mean it. Each trap is checked against Debian's build:
  *
  *  - inih reads lines into a 200-byte buffer and takes the rest of a longer
  *    line as a new line, so the tail of a long comment could set a key.
- *    Because we hand it canonical lines, lines up to CONFIG_MAX_LINE (1024)
- *    bytes work whatever inih's buffer size; longer ones are refused. A
- *    canonical setting that still does not fit (only an absurd value such
- *    as 300 leading zeros can do that) is applied by the reader itself and
- *    inih gets "\n", so every physical line is exactly one reader call.
+ *    The reader refuses lines over CONFIG_MAX_LINE (1024) bytes, gives inih
+ *    an empty line for a comment, and cuts inline comments first, so lines
+ *    up to 1024 bytes work whatever inih's buffer size. A setting that still
+ *    does not fit (only an absurd value such as 300 leading zeros can do
+ *    that) goes to the handler directly, split as inih would split it, and
+ *    inih gets an empty line: every physical line is exactly one reader
+ *    call, so inih's line numbers stay ours.
+ *  - NUL bytes would end inih's line early, and control characters would
+ *    pass silently: the reader refuses both, with the line number.
  *  - inih takes indented lines as continuations of the previous value
  *    (INI_ALLOW_MULTILINE): the reader refuses them.
  *  - inih truncates section names to 49 bytes and does not call the
- *    handler for headers (INI_CALL_HANDLER_ON_NEW_SECTION is 0): the reader
- *    handles headers itself and the handler ignores inih's section.
+ *    handler for headers (INI_CALL_HANDLER_ON_NEW_SECTION is 0), so an
+ *    empty section would go unseen: the reader opens sections itself and
+ *    the handler ignores inih's section.
  *  - inih's inline comments need a space before ';', and '#' is none; it
- *    also accepts "key: value". The reader strips comments itself and only
- *    accepts '=', so these rules are ours, whatever options inih was built
- *    with.
+ *    also accepts "key: value" and skips a byte order mark on line 1 after
+ *    ours. The reader cuts comments itself, refuses a line with ':' but no
+ *    '=', and sends a line with ':' before its '=' (or a second byte order
+ *    mark) to the handler directly, so these rules are ours, whatever
+ *    options inih was built with.
  *  - inih passes the line number to the handler only when built with
  *    INI_HANDLER_LINENO. Debian's build does, so we define it before
  *    including ini.h. The handler checks that inih's count equals the
@@ -631,79 +638,7 @@ static int open_section(struct parser *p, const char *s, size_t n)
 	return open_region(p, s, n);
 }
 
-/* ---- the handler and the line reader --------------------------------- */
-
-/* Parses value v of key k into the current section. */
-static int apply(struct parser *p, int k, const char *v)
-{
-	return settings[k].set(p, p->cur, v);
-}
-
-/* inih's handler; returns nonzero on success, as inih wants. */
-static int on_setting(void *user, const char *section, const char *name,
-		      const char *value, int lineno)
-{
-	struct parser *p = user;
-	int k;
-
-	(void)section; /* truncated by inih; the reader tracks sections */
-	if (p->rc)
-		return 0;
-	if (lineno < 0 || (unsigned)lineno != p->line) {
-		fail_here(p, "internal error: inih reports line %d", lineno);
-		return 0;
-	}
-	k = find_key(name, strlen(name));
-	if (k < 0 || !p->cur) {
-		fail_here(p, "internal error: inih reports key '%.40s'", name);
-		return 0;
-	}
-	return apply(p, k, value) == 0;
-}
-
-static bool is_blank(char c)
-{
-	return c == ' ' || c == '\t';
-}
-
-/*
- * Cuts an inline comment (';' or '#' after a blank) and trailing blanks
- * from s[0..n). Returns the new length.
- */
-static size_t strip_comment(const char *s, size_t n)
-{
-	size_t i;
-
-	for (i = 1; i < n; i++) {
-		if ((s[i] == ';' || s[i] == '#') && is_blank(s[i - 1])) {
-			n = i;
-			break;
-		}
-	}
-	while (n && is_blank(s[n - 1]))
-		n--;
-	return n;
-}
-
-/* "[name]" (inline comment already cut). */
-static int lex_header(struct parser *p, const char *s, size_t n, char *out,
-		      int outlen)
-{
-	const char *rb = memchr(s, ']', n);
-	int rc, len;
-
-	if (!rb)
-		return fail_here(p, "missing ']' in section header");
-	if (rb != s + n - 1)
-		return fail_here(p, "unexpected text after ']'");
-	rc = open_section(p, s + 1, rb - s - 1);
-	if (rc < 0)
-		return rc;
-	len = snprintf(out, outlen, "[%.*s]\n", (int)(rb - s - 1), s + 1);
-	if (len < 0 || len >= outlen)
-		strcpy(out, "\n"); /* inih only needs the line counted */
-	return 0;
-}
+/* ---- the handler: validation ---------------------------------------- */
 
 /*
  * Checks the key s[0..klen) of a setting in the current section and
@@ -733,39 +668,54 @@ static int check_key(struct parser *p, const char *s, size_t klen)
 }
 
 /*
- * "key = value" (inline comment already cut). Checks the key here, where
- * its bytes are intact, and hands inih "key=value". A canonical line that
- * does not fit inih's buffer is applied here, and inih gets "\n".
+ * inih's handler: one setting, split at its '=' and trimmed by inih.
+ * Checks the key and parses the value into the current section. Returns
+ * nonzero on success, as inih wants; after an error the reader hands inih
+ * no further line.
  */
-static int lex_setting(struct parser *p, const char *s, size_t n, char *out,
-		       int outlen)
+static int on_setting(void *user, const char *section, const char *name,
+		      const char *value, int lineno)
 {
-	const char *eq = memchr(s, '=', n);
-	char v[CONFIG_MAX_LINE + 1];
-	size_t klen, vlen;
-	int k, len;
+	struct parser *p = user;
+	int k;
 
-	if (!eq && memchr(s, ':', n))
-		return fail_here(p, "expected '=' between key and value ("
-				    "':' is not accepted)");
-	if (!eq)
-		return fail_here(p, "expected 'key = value', '[region]' or a "
-				    "comment");
-	for (klen = eq - s; klen && is_blank(s[klen - 1]); klen--)
-		;
-	k = check_key(p, s, klen);
-	if (k < 0)
-		return k;
-	for (eq++; eq < s + n && is_blank(*eq); eq++)
-		;
-	vlen = s + n - eq;
-	memcpy(v, eq, vlen);
-	v[vlen] = '\0';
-	len = snprintf(out, outlen, "%s=%s\n", settings[k].key, v);
-	if (len >= 0 && len < outlen)
+	(void)section; /* cut at 49 bytes by inih; the reader tracks sections */
+	if (p->rc)
 		return 0;
-	strcpy(out, "\n");
-	return apply(p, k, v);
+	if (lineno < 0 || (unsigned)lineno != p->line) {
+		fail_here(p, "internal error: inih reports line %d", lineno);
+		return 0;
+	}
+	k = check_key(p, name, strlen(name));
+	if (k < 0)
+		return 0;
+	return settings[k].set(p, p->cur, value) == 0;
+}
+
+/* ---- the reader: what inih gets wrong -------------------------------- */
+
+static bool is_blank(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+/*
+ * Cuts an inline comment (';' or '#' after a blank) and trailing blanks
+ * from s[0..n). Returns the new length.
+ */
+static size_t strip_comment(const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 1; i < n; i++) {
+		if ((s[i] == ';' || s[i] == '#') && is_blank(s[i - 1])) {
+			n = i;
+			break;
+		}
+	}
+	while (n && is_blank(s[n - 1]))
+		n--;
+	return n;
 }
 
 /* Checks that s[0..n) holds no control character but tab. */
@@ -785,19 +735,84 @@ static int check_controls(struct parser *p, const char *s, size_t n)
 	return 0;
 }
 
-/* Lexes one physical line s[0..n) (no line terminator) into out. */
-static int lex_line(struct parser *p, const char *s, size_t n, char *out,
+/* "[name]" (inline comment already cut): closes a section, opens one. */
+static int read_header(struct parser *p, const char *s, size_t n)
+{
+	const char *rb = memchr(s, ']', n);
+
+	if (!rb)
+		return fail_here(p, "missing ']' in section header");
+	if (rb != s + n - 1)
+		return fail_here(p, "unexpected text after ']'");
+	return open_section(p, s + 1, rb - s - 1);
+}
+
+/*
+ * A setting s[0..n) that inih cannot be handed: splits it at eq, its first
+ * '=', and trims the blanks around it, as inih does, then calls the
+ * handler directly with the reader's line number.
+ */
+static int call_handler(struct parser *p, const char *s, size_t n,
+			const char *eq)
+{
+	char buf[CONFIG_MAX_LINE + 1];
+	size_t klen = eq - s, v = klen + 1;
+
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	while (klen && is_blank(buf[klen - 1]))
+		klen--;
+	buf[klen] = '\0';
+	while (is_blank(buf[v]))
+		v++;
+	on_setting(p, NULL, buf, buf + v, (int)p->line);
+	return p->rc;
+}
+
+/*
+ * A setting (inline comment and trailing blanks already cut). It goes to
+ * inih through out (outlen bytes), unless inih would read it otherwise
+ * than as "key = value" split at the first '=': it does not fit inih's
+ * buffer, a ':' before the '=' would be inih's "key: value", or on line 1
+ * inih would skip a second byte order mark. Those go to the handler
+ * directly, and inih gets an empty line.
+ */
+static int read_setting(struct parser *p, const char *s, size_t n, char *out,
+			int outlen)
+{
+	const char *eq = memchr(s, '=', n);
+	const char *colon = memchr(s, ':', n);
+
+	if (!eq && colon)
+		return fail_here(p, "expected '=' between key and value ("
+				    "':' is not accepted)");
+	if (!eq)
+		return fail_here(p, "expected 'key = value', '[region]' or a "
+				    "comment");
+	if (n + 2 > (size_t)outlen || (colon && colon < eq) ||
+	    (p->line == 1 && n >= 3 && memcmp(s, "\xef\xbb\xbf", 3) == 0))
+		return call_handler(p, s, n, eq);
+	memcpy(out, s, n);
+	memcpy(out + n, "\n", 2);
+	return 0;
+}
+
+/*
+ * Checks one physical line s[0..n) (no line terminator) and fills out
+ * with the line inih gets: "\n" for all but a setting it can read.
+ */
+static int read_one(struct parser *p, const char *s, size_t n, char *out,
 		    int outlen)
 {
 	size_t i;
 	int rc;
 
+	strcpy(out, "\n");
 	if (n > CONFIG_MAX_LINE)
 		return fail_here(p, "line too long (%zu bytes, max %d)", n,
 				 CONFIG_MAX_LINE);
 	if (memchr(s, '\0', n))
 		return fail_here(p, "line contains a NUL byte");
-	strcpy(out, "\n");
 	for (i = 0; i < n && is_blank(s[i]); i++)
 		;
 	if (i == n || s[i] == ';' || s[i] == '#')
@@ -810,14 +825,14 @@ static int lex_line(struct parser *p, const char *s, size_t n, char *out,
 	if (rc < 0)
 		return rc;
 	if (s[0] == '[')
-		return lex_header(p, s, n, out, outlen);
-	return lex_setting(p, s, n, out, outlen);
+		return read_header(p, s, n);
+	return read_setting(p, s, n, out, outlen);
 }
 
 /*
- * inih's reader: hands it exactly one canonical line per physical line.
- * Returns NULL at the end of the text and after the first error, which
- * stops inih.
+ * inih's reader: one call per physical line, so inih's line numbers are
+ * ours. Returns NULL at the end of the text and after the first error,
+ * which stops inih.
  */
 static char *read_line(char *str, int num, void *stream)
 {
@@ -843,7 +858,7 @@ static char *read_line(char *str, int num, void *stream)
 	}
 	if (n && s[n - 1] == '\r')
 		n--; /* CRLF */
-	if (lex_line(p, s, n, str, num) < 0)
+	if (read_one(p, s, n, str, num) < 0)
 		return NULL;
 	return str;
 }

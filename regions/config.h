@@ -34,7 +34,7 @@
 struct config_region {
 	char name[REGION_MAX_NAME + 1];
 	struct region_limits lim;
-	bool durable; /* commits on close are fsync-durable */
+	bool durable;  /* commits on close are fsync-durable */
 	unsigned line; /* line of the [section] header */
 };
 
@@ -52,8 +52,8 @@ struct config {
 int config_load(const char *path, struct config **out, char *err,
 		size_t errlen);
 /* The same for text in memory; name stands for the path in messages. */
-int config_parse_string(const char *text, const char *name,
-			struct config **out, char *err, size_t errlen);
+int config_parse_string(const char *text, const char *name, struct config **out,
+			char *err, size_t errlen);
 /* Accepts NULL. */
 void config_free(struct config *c);
 

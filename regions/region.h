@@ -49,44 +49,129 @@ struct region_limits {
 	uint64_t max_entries;	 /* evict above this; 0 = unlimited */
 	uint64_t max_bytes;	 /* key + value bytes; 0 = unlimited */
 	uint64_t max_value_size; /* larger values are refused; 0 = no limit */
-	uint64_t ttl_ms;	 /* expire this long after load/write; 0 = never */
-	uint64_t tti_ms;	 /* expire this long after last access; 0 = never */
-	unsigned nstripes;	 /* power of two, 1..REGION_MAX_STRIPES */
+	uint64_t ttl_ms;   /* expire this long after load/write; 0 = never */
+	uint64_t tti_ms;   /* expire this long after last access; 0 = never */
+	unsigned nstripes; /* power of two, 1..REGION_MAX_STRIPES */
 	enum region_strategy strategy;
 };
 
 /*
- * A snapshot of a region's counters and gauges. Counters are summed from
- * per-thread slots and per-stripe fields without stopping the region, so a
- * snapshot need not be exact to the operation, but every counter only grows.
+ * Every number of struct region_stats, defined once: the struct, the
+ * engine's per-thread counter slots (regions/stats.c), the stats files and
+ * metrics.prom (fs/virtual.c) and the check against doc/stats.md
+ * (tests/integration/test_virtual.c) are all generated from this list, in
+ * its order, which is the order of the stats files. A new counter is one
+ * line here, one row in doc/stats.md and the code that counts it.
+ *
+ * X(src, ID, field, unit, line, prom, label, help):
+ *   src    where the number comes from: REGION_SRC_SLOT (a counter in the
+ *          per-thread slots, whose index is ID), REGION_SRC_STRIPE (a gauge
+ *          summed over the stripes), REGION_SRC_DERIVED (computed from
+ *          other counters) or REGION_SRC_REGION (a property of the region);
+ *          the last two kinds are set by hand in region_stats()
+ *   ID     the slot index (enum region_stat) of a SLOT counter, else NONE
+ *   field  the field of struct region_stats (uint64_t)
+ *   unit   REGION_UNIT_COUNT, or REGION_UNIT_NS (nanoseconds: the stats
+ *          line shows microseconds, metrics.prom exact seconds)
+ *   line   its line in the stats files
+ *   prom   its metrics.prom family, "" for none; STRIPE and REGION
+ *          numbers are gauges, the others counters
+ *   label  its label value when several fields share a family (fs/virtual.c
+ *          names the label), else NULL
+ *   help   the family's HELP text (for a shared family: fs/virtual.c's)
+ */
+#define REGION_STATS(X)                                                        \
+	X(REGION_SRC_DERIVED, NONE, gets, REGION_UNIT_COUNT, "gets",           \
+	  "regionfs_gets_total", NULL,                                         \
+	  "Lookups of keys in the region's cache.")                            \
+	X(REGION_SRC_SLOT, ST_HITS, hits, REGION_UNIT_COUNT, "hits",           \
+	  "regionfs_hits_total", NULL, "Lookups served from the cache.")       \
+	X(REGION_SRC_SLOT, ST_MISSES, misses, REGION_UNIT_COUNT, "misses",     \
+	  "regionfs_misses_total", NULL,                                       \
+	  "Lookups not served from the cache (including coalesced ones).")     \
+	X(REGION_SRC_SLOT, ST_COALESCED, coalesced, REGION_UNIT_COUNT,         \
+	  "coalesced", "regionfs_coalesced_total", NULL,                       \
+	  "Misses that waited for another reader's load of the same key.")     \
+	X(REGION_SRC_SLOT, ST_LOADS, loads, REGION_UNIT_COUNT, "loads",        \
+	  "regionfs_loads_total", NULL,                                        \
+	  "Loads from the store completed successfully.")                      \
+	X(REGION_SRC_SLOT, ST_LOAD_FAILURES, load_failures, REGION_UNIT_COUNT, \
+	  "load_failures", "regionfs_load_failures_total", NULL,               \
+	  "Loads from the store completed with an error.")                     \
+	X(REGION_SRC_SLOT, ST_LOAD_NOT_FOUND, load_not_found,                  \
+	  REGION_UNIT_COUNT, "load_not_found",                                 \
+	  "regionfs_load_not_found_total", NULL,                               \
+	  "Loads from the store that found no such key.")                      \
+	X(REGION_SRC_SLOT, ST_LOAD_NS, load_ns, REGION_UNIT_NS,                \
+	  "load_time_us", "regionfs_load_seconds_total", NULL,                 \
+	  "Time loads from the store were in the air.")                        \
+	X(REGION_SRC_SLOT, ST_STALE_PUTS, stale_puts_rejected,                 \
+	  REGION_UNIT_COUNT, "stale_puts_rejected",                            \
+	  "regionfs_stale_puts_rejected_total", NULL,                          \
+	  "Installs of loaded values refused because a write overlapped.")     \
+	X(REGION_SRC_SLOT, ST_UNCACHEABLE, uncacheable, REGION_UNIT_COUNT,     \
+	  "uncacheable", "regionfs_uncacheable_total", NULL,                   \
+	  "Loaded values too large to be cached.")                             \
+	X(REGION_SRC_SLOT, ST_INSTALLS, installs, REGION_UNIT_COUNT,           \
+	  "installs", "regionfs_installs_total", NULL,                         \
+	  "Values installed in the cache.")                                    \
+	X(REGION_SRC_SLOT, ST_INV_LOCAL, invalidations_local,                  \
+	  REGION_UNIT_COUNT, "invalidations_local",                            \
+	  "regionfs_invalidations_total", "local",                             \
+	  "Keys invalidated by writes through this mount.")                    \
+	X(REGION_SRC_SLOT, ST_INV_OUTSIDE, invalidations_outside,              \
+	  REGION_UNIT_COUNT, "invalidations_outside",                          \
+	  "regionfs_invalidations_total", "outside",                           \
+	  "Keys invalidated by changes of other processes.")                   \
+	X(REGION_SRC_SLOT, ST_EV_SIZE, evictions_size, REGION_UNIT_COUNT,      \
+	  "evictions_size", "regionfs_evictions_total", "size",                \
+	  "Entries evicted for max_entries or max_bytes.")                     \
+	X(REGION_SRC_SLOT, ST_EV_TTL, evictions_ttl, REGION_UNIT_COUNT,        \
+	  "evictions_ttl", "regionfs_evictions_total", "ttl",                  \
+	  "Entries expired by ttl.")                                           \
+	X(REGION_SRC_SLOT, ST_EV_TTI, evictions_tti, REGION_UNIT_COUNT,        \
+	  "evictions_tti", "regionfs_evictions_total", "tti",                  \
+	  "Entries expired by tti.")                                           \
+	X(REGION_SRC_STRIPE, NONE, entries, REGION_UNIT_COUNT, "entries",      \
+	  "regionfs_cache_entries", NULL, "Entries in the cache.")             \
+	X(REGION_SRC_STRIPE, NONE, bytes, REGION_UNIT_COUNT, "bytes",          \
+	  "regionfs_cache_bytes", NULL, "Key and value bytes in the cache.")   \
+	X(REGION_SRC_STRIPE, NONE, flights, REGION_UNIT_COUNT, "flights",      \
+	  "regionfs_flights", NULL, "Loads from the store in the air.")        \
+	X(REGION_SRC_REGION, NONE, nstripes, REGION_UNIT_COUNT, "stripes", "", \
+	  NULL, "Lock stripes the region uses.")                               \
+	X(REGION_SRC_REGION, NONE, stripe_max_entries, REGION_UNIT_COUNT,      \
+	  "stripe_max_entries", "", NULL,                                      \
+	  "A stripe's share of max_entries, 0 without a limit.")               \
+	X(REGION_SRC_SLOT, ST_UNRECORDED, hits_unrecorded, REGION_UNIT_COUNT,  \
+	  "hits_unrecorded", "regionfs_hits_unrecorded_total", NULL,           \
+	  "Hits the eviction policy never saw (buffer full, stripe busy).")    \
+	X(REGION_SRC_REGION, NONE, max_examined_per_hold, REGION_UNIT_COUNT,   \
+	  "max_examined_per_hold", "regionfs_max_examined_per_hold", NULL,     \
+	  "Most entries and buckets examined under one stripe lock hold.")
+
+enum region_stat_src {
+	REGION_SRC_SLOT,
+	REGION_SRC_STRIPE,
+	REGION_SRC_DERIVED,
+	REGION_SRC_REGION,
+};
+
+enum region_stat_unit {
+	REGION_UNIT_COUNT,
+	REGION_UNIT_NS,
+};
+
+/*
+ * A snapshot of a region's counters and gauges (see REGION_STATS). Counters
+ * are summed from per-thread slots and per-stripe fields without stopping
+ * the region, so a snapshot need not be exact to the operation, but every
+ * counter only grows.
  */
 struct region_stats {
-	uint64_t gets;		      /* region_get() calls */
-	uint64_t hits;		      /* served from the cache */
-	uint64_t misses;	      /* not in the cache (incl. coalesced) */
-	uint64_t coalesced;	      /* misses that waited for another's load */
-	uint64_t loads;		      /* flights completed successfully */
-	uint64_t load_failures;	      /* flights completed with an error */
-	uint64_t load_not_found;      /* flights completed with -ENOENT */
-	uint64_t load_ns;	      /* time flights were in the air (sampled
-				       * 1 in 8 per thread, scaled) */
-	uint64_t stale_puts_rejected; /* installs refused by the guard */
-	uint64_t uncacheable;	      /* loaded values too big to install */
-	uint64_t installs;	      /* values installed */
-	uint64_t invalidations_local;	/* region_invalidate(), this mount */
-	uint64_t invalidations_outside; /* region_invalidate(), outside writes */
-	uint64_t evictions_size;	/* evicted for max_entries/max_bytes */
-	uint64_t evictions_ttl;		/* expired by ttl */
-	uint64_t evictions_tti;		/* expired by tti */
-	uint64_t entries;		/* gauge */
-	uint64_t bytes;			/* gauge: key + value bytes */
-	uint64_t flights;		/* gauge: loads in the air */
-	unsigned nstripes;		/* effective stripe count */
-	uint64_t stripe_max_entries;	/* a stripe's entry quota, 0 = none */
-	uint64_t hits_unrecorded;	/* hits the policy never saw */
-	uint64_t max_examined_per_hold; /* most entries + buckets examined
-					 * under one stripe lock hold, since
-					 * creation */
+#define REGION_STATS_FIELD(src, id, field, ...) uint64_t field;
+	REGION_STATS(REGION_STATS_FIELD)
+#undef REGION_STATS_FIELD
 };
 
 /* ---- values ---------------------------------------------------------- */

@@ -314,24 +314,18 @@ struct stripe {
 
 /* ---- counters -------------------------------------------------------- */
 
+/*
+ * The per-thread slot counters: the REGION_SRC_SLOT numbers of
+ * REGION_STATS, then the ones region_stats() only uses to derive others.
+ */
+#define REGION_STAT_ENUM(src, id, ...)	     REGION_STAT_ENUM_##src(id)
+#define REGION_STAT_ENUM_REGION_SRC_SLOT(id) id,
+#define REGION_STAT_ENUM_REGION_SRC_STRIPE(id)
+#define REGION_STAT_ENUM_REGION_SRC_DERIVED(id)
+#define REGION_STAT_ENUM_REGION_SRC_REGION(id)
 enum region_stat {
-	ST_HITS = 0,
-	ST_MISSES,
-	ST_COALESCED,
-	ST_GET_ERRORS, /* region_get() calls refused (bad key, -ENOMEM) */
-	ST_LOADS,
-	ST_LOAD_FAILURES,
-	ST_LOAD_NOT_FOUND,
-	ST_LOAD_NS,
-	ST_STALE_PUTS,
-	ST_UNCACHEABLE,
-	ST_INSTALLS,
-	ST_INV_LOCAL,
-	ST_INV_OUTSIDE,
-	ST_EV_SIZE,
-	ST_EV_TTL,
-	ST_EV_TTI,
-	ST_UNRECORDED, /* hits not recorded for the policy (lock busy) */
+	REGION_STATS(REGION_STAT_ENUM)
+		ST_GET_ERRORS, /* region_get() calls refused (bad key, -ENOMEM) */
 	ST__COUNT
 };
 

@@ -21,6 +21,11 @@
  * refused calls (bad key, out of memory), which saves a second atomic add
  * on every hit and makes the identity hold by construction.
  *
+ * What is counted is listed once, in REGION_STATS (region.h): the slot
+ * counters' enum and their copy into struct region_stats are generated
+ * from it; the derived, per-stripe and per-region numbers are set here by
+ * hand.
+ *
  * Gauges (entries, bytes, flights) are per-stripe fields guarded by the
  * stripe lock; region_stats() takes each stripe's lock in turn
  * (STYLE.md section 6), so each stripe's part is consistent and no lock is
@@ -131,23 +136,14 @@ void region_stats(struct region *r, struct region_stats *out)
 
 	memset(out, 0, sizeof(*out));
 	sum_counters(r, c);
-	out->hits = c[ST_HITS];
-	out->misses = c[ST_MISSES];
+#define COPY_SLOT(src, id, field, ...)	     COPY_SLOT_##src(id, field)
+#define COPY_SLOT_REGION_SRC_SLOT(id, field) out->field = c[id];
+#define COPY_SLOT_REGION_SRC_STRIPE(id, field)
+#define COPY_SLOT_REGION_SRC_DERIVED(id, field)
+#define COPY_SLOT_REGION_SRC_REGION(id, field)
+	REGION_STATS(COPY_SLOT)
+#undef COPY_SLOT
 	out->gets = c[ST_HITS] + c[ST_MISSES] + c[ST_GET_ERRORS];
-	out->coalesced = c[ST_COALESCED];
-	out->loads = c[ST_LOADS];
-	out->load_failures = c[ST_LOAD_FAILURES];
-	out->load_not_found = c[ST_LOAD_NOT_FOUND];
-	out->load_ns = c[ST_LOAD_NS];
-	out->stale_puts_rejected = c[ST_STALE_PUTS];
-	out->uncacheable = c[ST_UNCACHEABLE];
-	out->installs = c[ST_INSTALLS];
-	out->invalidations_local = c[ST_INV_LOCAL];
-	out->invalidations_outside = c[ST_INV_OUTSIDE];
-	out->evictions_size = c[ST_EV_SIZE];
-	out->evictions_ttl = c[ST_EV_TTL];
-	out->evictions_tti = c[ST_EV_TTI];
-	out->hits_unrecorded = c[ST_UNRECORDED];
 	sum_gauges(r, out);
 	out->nstripes = r->nstripes;
 }

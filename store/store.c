@@ -1,8 +1,8 @@
 /*
  * store.c - SQLite persistence for regionfs: opening and the schema,
  * per-thread read connections, reads and listing, and the writer thread
- * with group commit. The change feed is in feed.c; store_int.h holds what
- * the two share (struct store and its lock map).
+ * with group commit. The change feed is in changes.c; store_int.h holds
+ * what the two share (struct store and its lock map).
  *
  * One database file in WAL mode holds every region's keys in table kv; a
  * second table, changes, is a change feed filled by triggers on kv for
@@ -50,9 +50,9 @@
  * transaction the writer reads the feed's head (sqlite_sequence) before
  * its first statement and after its last; SQLite admits one writer at a
  * time, so every sequence number in between is ours. It records that
- * range (feed.c) after COMMIT succeeds, holding ranges_lock across COMMIT
+ * range (changes.c) after COMMIT succeeds, holding ranges_lock across COMMIT
  * and the recording, so a poller that has read a committed row of ours
- * always finds its range; a rolled-back batch records nothing. feed.c's
+ * always finds its range; a rolled-back batch records nothing. changes.c's
  * note explains the ranges and how store_changes() reads the feed.
  *
  * Locking (the map is at struct store, store_int.h): lock guards the op
@@ -68,6 +68,7 @@
  * write WHERE key='red'; TEXT compares with memcmp, so listings come in
  * byte order.
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -173,6 +174,16 @@ static int64_t clock_ns(clockid_t clk)
 
 	clock_gettime(clk, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t store__now_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC);
+}
+
+int64_t store__wall_ns(void)
+{
+	return clock_ns(CLOCK_REALTIME);
 }
 
 static void sleep_ns(int64_t ns)
@@ -500,9 +511,11 @@ int store__rstmt(struct store *st, int idx, struct rconn **rcp,
 	struct rconn *rc;
 	int err;
 
+	assert(idx >= 0 && idx < R_NSTMT);
 	err = rconn_get(st, &rc);
 	if (err)
 		return err;
+	assert(rc->st == st); /* this thread's connection to this store */
 	if (!rc->stmt[idx]) {
 		err = sqlite3_prepare_v3(rc->db, read_sql[idx], -1,
 					 SQLITE_PREPARE_PERSISTENT,
@@ -725,7 +738,7 @@ int store_region_usage(struct store *st, const char *region, uint64_t *nkeys,
 static int writer_busy(void *arg, int count)
 {
 	struct store *st = arg;
-	int64_t now = clock_ns(CLOCK_MONOTONIC), left, nap;
+	int64_t now = store__now_ns(), left, nap;
 
 	if (count == 0)
 		st->busy_start = now;
@@ -745,8 +758,8 @@ static int writer_busy(void *arg, int count)
  */
 static int wstep_retry(struct store *st, int idx)
 {
-	int64_t deadline = clock_ns(CLOCK_MONOTONIC) +
-			   (int64_t)st->busy_timeout_ms * 1000000;
+	int64_t deadline =
+		store__now_ns() + (int64_t)st->busy_timeout_ms * 1000000;
 	int rc, tries = 0;
 
 	for (;;) {
@@ -754,7 +767,7 @@ static int wstep_retry(struct store *st, int idx)
 		sqlite3_reset(st->w[idx]);
 		if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
 			return rc;
-		if (clock_ns(CLOCK_MONOTONIC) >= deadline)
+		if (store__now_ns() >= deadline)
 			return rc;
 		sleep_ns((int64_t)1000000 << (tries < 3 ? tries : 3));
 		tries++;
@@ -775,7 +788,7 @@ static int wstep(struct store *st, int idx)
 static int op_put(struct store *st, struct op *op)
 {
 	sqlite3_stmt *s = st->w[W_PUT];
-	int64_t now = clock_ns(CLOCK_REALTIME);
+	int64_t now = store__wall_ns();
 	int rc;
 
 	rc = bind_rk(s, op->region, op->key, op->klen);
@@ -854,7 +867,7 @@ static int op_rename(struct store *st, struct op *op)
 		rc = sqlite3_bind_text(s, 3, op->key2, (int)op->klen2,
 				       SQLITE_STATIC);
 	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_int64(s, 4, clock_ns(CLOCK_REALTIME));
+		rc = sqlite3_bind_int64(s, 4, store__wall_ns());
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_int64(s, 5, (sv > tv ? sv : tv) + 1);
 	if (rc == SQLITE_OK)
@@ -886,6 +899,7 @@ static int op_prune(struct store *st, struct op *op)
 
 static int op_run(struct store *st, struct op *op)
 {
+	store__assert_writer(st);
 	switch (op->kind) {
 	case OP_PUT:
 		return op_put(st, op);
@@ -953,15 +967,16 @@ static int batch_apply(struct store *st, struct op *batch)
 /* Commits, recording lo..hi as our own feed range if the commit holds. */
 static int batch_commit(struct store *st, uint64_t lo, uint64_t hi)
 {
-	int64_t t0 = clock_ns(CLOCK_MONOTONIC);
+	int64_t t0 = store__now_ns();
 	int rc;
 
-	pthread_mutex_lock(&st->ranges_lock);
+	store__assert_writer(st);
+	store__ranges_lock(st);
 	rc = wstep_retry(st, W_COMMIT);
 	if (rc == SQLITE_DONE)
 		store__ranges_add_locked(st, lo, hi);
-	pthread_mutex_unlock(&st->ranges_lock);
-	st->wstats.commit_ns += clock_ns(CLOCK_MONOTONIC) - t0;
+	store__ranges_unlock(st);
+	st->wstats.commit_ns += store__now_ns() - t0;
 	return rc == SQLITE_DONE ? 0 : store__sqlerr(st->wdb, rc);
 }
 
@@ -969,8 +984,10 @@ static int batch_commit(struct store *st, uint64_t lo, uint64_t hi)
 static void batch_account(struct store *st, struct op *batch,
 			  const struct batch_info *bi)
 {
+	uint64_t counted = st->wstats.rows + st->wstats.errors;
 	struct op *op;
 
+	store__assert_writer(st);
 	st->wstats.commits++;
 	if (bi->nchanges > st->wstats.max_batch)
 		st->wstats.max_batch = bi->nchanges;
@@ -982,6 +999,8 @@ static void batch_account(struct store *st, struct op *batch,
 		else if (op->rc != -ENOENT)
 			st->wstats.errors++;
 	}
+	assert(st->wstats.rows + st->wstats.errors - counted <= bi->nchanges);
+	(void)counted;
 }
 
 /* fsync()s the WAL through SQLite's own handle (see the design note). */
@@ -1077,6 +1096,9 @@ static void *writer_main(void *arg)
 	struct store *st = arg;
 	struct op *batch, *op, *next;
 
+#ifndef NDEBUG
+	st->writer_token = store__thread_token();
+#endif
 	pthread_mutex_lock(&st->lock);
 	for (;;) {
 		while (!st->queue && !st->stopping)
@@ -1091,6 +1113,11 @@ static void *writer_main(void *arg)
 		batch_run(st, batch);
 
 		pthread_mutex_lock(&st->lock);
+		/* every published number only grows, max_batch included */
+#define STORE_STAT_GROWS(type, field, ...)                                     \
+	assert(st->wstats.field >= st->stats.field);
+		STORE_STATS(STORE_STAT_GROWS)
+#undef STORE_STAT_GROWS
 		st->stats = st->wstats;
 		for (op = batch; op; op = next) {
 			next = op->next; /* op dies once its caller wakes */
@@ -1117,6 +1144,8 @@ static int submit(struct store *st, struct op *op)
 		rc = -ESHUTDOWN;
 		goto out;
 	}
+	assert(*st->tail == NULL &&
+	       (st->queue == NULL) == (st->tail == &st->queue));
 	*st->tail = op;
 	st->tail = &op->next;
 	pthread_cond_signal(&st->wake);
@@ -1200,7 +1229,7 @@ int store_sync(struct store *st)
 int store_changes_prune(struct store *st, uint64_t max_age_ms)
 {
 	struct op op = {.kind = OP_PRUNE};
-	int64_t now = clock_ns(CLOCK_REALTIME) / 1000000;
+	int64_t now = store__wall_ns() / 1000000;
 
 	op.cutoff_ms = max_age_ms >= (uint64_t)now ? 0 : now - max_age_ms;
 	return submit(st, &op);

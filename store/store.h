@@ -38,9 +38,11 @@ struct store_meta {
 	uint64_t version; /* grows by one with every change of the row */
 };
 
-/* Flags for the change calls. */
-#define STORE_DURABLE 0x1u /* fsync-level: survives power loss, not only a
-			    * killed process */
+/*
+ * Flags for the change calls. STORE_DURABLE: fsync-level, survives power
+ * loss, not only a killed process.
+ */
+#define STORE_DURABLE 0x1u
 
 struct store_options {
 	unsigned busy_timeout_ms; /* wait for outside writers; 0 = 5000 */
@@ -120,21 +122,58 @@ int store_region_usage(struct store *st, const char *region, uint64_t *nkeys,
  * daemon was too slow), fn is called once with key NULL for every region
  * ("invalidate everything"), region NULL too.
  */
-typedef int (*store_change_fn)(void *ctx, const char *region,
-			       const void *key, size_t klen);
+typedef int (*store_change_fn)(void *ctx, const char *region, const void *key,
+			       size_t klen);
 int store_changes_head(struct store *st, uint64_t *cursor);
 int store_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
 		  void *ctx);
 /* Deletes feed rows older than max_age_ms. */
 int store_changes_prune(struct store *st, uint64_t max_age_ms);
 
+/*
+ * Every counter of struct store_stats, defined once: the struct, the
+ * stats file lines and metrics.prom families (fs/virtual.c) and the check
+ * against doc/stats.md (tests/integration/test_virtual.c) are generated
+ * from this list, in its order.
+ * X(type, field, unit, line, prom, help):
+ *   type   STORE_COUNTER or STORE_GAUGE
+ *   field  the field of struct store_stats (uint64_t)
+ *   unit   STORE_UNIT_COUNT, or STORE_UNIT_NS (nanoseconds: the stats
+ *          line shows microseconds, metrics.prom exact seconds)
+ *   line   its line in the global stats file
+ *   prom   its metrics.prom family
+ *   help   the family's HELP text
+ */
+#define STORE_STATS(X)                                                         \
+	X(STORE_COUNTER, commits, STORE_UNIT_COUNT, "store_commits",           \
+	  "regionfs_store_commits_total", "Write transactions committed.")     \
+	X(STORE_COUNTER, rows, STORE_UNIT_COUNT, "store_rows",                 \
+	  "regionfs_store_rows_total", "Row changes committed.")               \
+	X(STORE_GAUGE, max_batch, STORE_UNIT_COUNT, "store_max_batch",         \
+	  "regionfs_store_batch_max_rows",                                     \
+	  "Most row changes committed in one transaction.")                    \
+	X(STORE_COUNTER, errors, STORE_UNIT_COUNT, "store_errors",             \
+	  "regionfs_store_errors_total", "Row changes that failed.")           \
+	X(STORE_COUNTER, busy_retries, STORE_UNIT_COUNT, "store_busy_retries", \
+	  "regionfs_store_busy_retries_total",                                 \
+	  "Retries after the database was busy.")                              \
+	X(STORE_COUNTER, commit_ns, STORE_UNIT_NS, "store_commit_time_us",     \
+	  "regionfs_store_commit_seconds_total", "Time spent in COMMIT.")
+
+enum store_stat_type {
+	STORE_COUNTER,
+	STORE_GAUGE,
+};
+
+enum store_stat_unit {
+	STORE_UNIT_COUNT,
+	STORE_UNIT_NS,
+};
+
 struct store_stats {
-	uint64_t commits;     /* write transactions committed */
-	uint64_t rows;	      /* changes committed */
-	uint64_t max_batch;   /* most changes in one transaction */
-	uint64_t errors;      /* failed changes */
-	uint64_t busy_retries;
-	uint64_t commit_ns;   /* total time in COMMIT */
+#define STORE_STATS_FIELD(type, field, ...) uint64_t field;
+	STORE_STATS(STORE_STATS_FIELD)
+#undef STORE_STATS_FIELD
 };
 void store_stats(struct store *st, struct store_stats *out);
 

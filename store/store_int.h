@@ -1,10 +1,11 @@
 /*
  * store_int.h - what the store's .c files share and fs/ must not see.
  *
- *   store.c  open/schema, per-thread read connections, reads and listing,
- *            the writer thread with group commit, the change calls
- *   feed.c   the change feed (store_changes) and the own-change ranges
- *            that let it skip our writer's own changes
+ *   store.c    open/schema, per-thread read connections, reads and
+ *              listing, the writer thread with group commit, the change
+ *              calls
+ *   changes.c  the change feed (store_changes*()) and the own-change
+ *              ranges that let it skip our writer's own changes
  *
  * Internal functions are non-static with the store__ prefix; everything
  * else stays static in its file. Functions returning int return 0 or a
@@ -13,7 +14,9 @@
 #ifndef RFS_STORE_INT_H
 #define RFS_STORE_INT_H
 
+#include <assert.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -110,9 +113,53 @@ struct store {
 	pthread_mutex_t pool_lock;
 	struct rconn *conns; /* L: pool_lock; every read connection */
 	struct rconn *idle;  /* L: pool_lock; owned by no thread */
+
+#ifndef NDEBUG
+	atomic_uintptr_t ranges_owner; /* ranges_lock holder's token, or 0 */
+	uintptr_t writer_token; /* writer thread only; 0 before it runs */
+#endif
 };
 
+/* ---- invariants ---------------------------------------------------------- */
+
+/*
+ * Checked with assert(), so on in debug and debugoptimized builds and
+ * compiled out with NDEBUG (b_ndebug=if-release), as in regions/. Each
+ * check is O(1): they run on every commit and every feed pass.
+ */
+#ifndef NDEBUG
+/* A value unique to the calling thread while it lives (never 0). */
+uintptr_t store__thread_token(void);
+#define store__assert_ranges_held(st)                                          \
+	assert(atomic_load_explicit(&(st)->ranges_owner,                       \
+				    memory_order_relaxed) ==                   \
+	       store__thread_token())
+/*
+ * The writer thread's own state (wdb, w[], wstats, ...) is touched by the
+ * writer only, or by store_open/store_close while no writer runs.
+ */
+#define store__assert_writer(st)                                               \
+	assert((st)->writer_token == 0 ||                                      \
+	       (st)->writer_token == store__thread_token())
+#else
+#define store__assert_ranges_held(st) ((void)(st))
+#define store__assert_writer(st)      ((void)(st))
+#endif
+
+/* ranges_lock, with its holder recorded for store__assert_ranges_held. */
+void store__ranges_lock(struct store *st);
+void store__ranges_unlock(struct store *st);
+
 /* ---- store.c ------------------------------------------------------------ */
+
+/*
+ * The store's clock: CLOCK_MONOTONIC in nanoseconds, for every duration
+ * and deadline (busy waits, commit time). Wall-clock time is used only for
+ * the timestamps written into the database (store__wall_ns).
+ */
+int64_t store__now_ns(void);
+/* CLOCK_REALTIME in nanoseconds. */
+int64_t store__wall_ns(void);
 
 /* store_errno(), refined by the OS error where SQLite keeps one. */
 int store__sqlerr(sqlite3 *db, int rc);
@@ -131,7 +178,7 @@ int store__step_int(sqlite3 *db, sqlite3_stmt *s, int64_t *v);
 int store__rstmt(struct store *st, int idx, struct rconn **rcp,
 		 sqlite3_stmt **out);
 
-/* ---- feed.c ------------------------------------------------------------- */
+/* ---- changes.c ---------------------------------------------------------- */
 
 /*
  * Records lo..hi (nothing if hi < lo) as our own feed range. The caller,

@@ -2,7 +2,7 @@
 #
 # test_monitoring.sh - the contrib/monitoring tools against a live mount.
 #
-# Mounts a private regionfs (tests/integration/harness.sh), makes some
+# Mounts a private regionfs (tests/common/harness.sh), makes some
 # traffic (hits, misses, size evictions, an outside write through the
 # change feed), then checks:
 #   - regionfs-textfile.sh: writes a file promtool accepts, 0644, by rename
@@ -27,8 +27,8 @@
 
 # shellcheck disable=SC2119 # rfs_mount: no daemon options here
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=../../tests/integration/harness.sh
-. "$HERE/../../tests/integration/harness.sh"
+# shellcheck source=../../tests/common/harness.sh
+. "$HERE/../../tests/common/harness.sh"
 
 TEXTFILE=$HERE/regionfs-textfile.sh
 ALERTS=$HERE/regionfs-alerts.yml

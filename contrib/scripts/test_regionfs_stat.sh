@@ -2,7 +2,7 @@
 #
 # test_regionfs_stat.sh - regionfs-stat against a live mount.
 #
-# Mounts a private regionfs (tests/integration/harness.sh) with the test
+# Mounts a private regionfs (tests/common/harness.sh) with the test
 # regions main, other, small (max_entries 4) and tiny, makes traffic, and
 # checks that:
 #   - the table has one row per region in regions.ini order, and every cell
@@ -18,8 +18,8 @@
 
 # shellcheck disable=SC2119 # rfs_mount: no daemon options here
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=../../tests/integration/harness.sh
-. "$HERE/../../tests/integration/harness.sh"
+# shellcheck source=../../tests/common/harness.sh
+. "$HERE/../../tests/common/harness.sh"
 
 STAT=$HERE/regionfs-stat
 

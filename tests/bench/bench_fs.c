@@ -31,14 +31,14 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "testlib.h"
 
 #define MAX_THREADS 64
 #define MAX_RUNS    8
@@ -74,29 +74,6 @@ struct worker {
 
 static char tmpfs_dir[64]; /* our own tmpfs mount point, "" if none */
 
-static void die(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2), noreturn));
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "bench_fs: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* ---- the private tmpfs --------------------------------------------------- */
 
 static void tmpfs_cleanup(void)
@@ -131,15 +108,15 @@ static const char *tmpfs_mount(void)
 	sigaction(SIGHUP, &sa, NULL);
 	strcpy(tmpfs_dir, "/tmp/bench_fs-tmpfs.XXXXXX");
 	if (!mkdtemp(tmpfs_dir))
-		die("mkdtemp: %s", strerror(errno));
+		tl_die("mkdtemp: %s", strerror(errno));
 	if (mount("tmpfs", tmpfs_dir, "tmpfs", MS_NOSUID | MS_NODEV,
 		  "size=512m,mode=0700") != 0) {
 		int e = errno;
 
 		rmdir(tmpfs_dir);
 		tmpfs_dir[0] = '\0';
-		die("mount -t tmpfs: %s (run as root, or give TMPFS_DIR)",
-		    strerror(e));
+		tl_die("mount -t tmpfs: %s (run as root, or give TMPFS_DIR)",
+		       strerror(e));
 	}
 	atexit(tmpfs_cleanup);
 	return tmpfs_dir;
@@ -267,20 +244,20 @@ static void run_dir(const char *dir, unsigned nvalues, size_t size, unsigned n,
 		w[i].b = &b;
 		w[i].id = i;
 		if (pthread_create(&w[i].tid, NULL, worker_main, &w[i]))
-			die("pthread_create failed");
+			tl_die("pthread_create failed");
 	}
 	for (int p = 0; p < NPHASES; p++) {
 		b.phase = (enum phase)p; /* published by the barriers */
 		pthread_barrier_wait(&b.ready);
-		t0 = now_s(); /* every worker is waiting at start */
+		t0 = tl_now_s(); /* every worker is waiting at start */
 		pthread_barrier_wait(&b.start);
 		pthread_barrier_wait(&b.done);
-		rate[p] = nvalues / (now_s() - t0);
+		rate[p] = nvalues / (tl_now_s() - t0);
 	}
 	for (unsigned i = 0; i < n; i++) {
 		pthread_join(w[i].tid, NULL);
 		if (w[i].err)
-			die("%s: %s", w[i].what, strerror(w[i].err));
+			tl_die("%s: %s", w[i].what, strerror(w[i].err));
 	}
 	pthread_barrier_destroy(&b.ready);
 	pthread_barrier_destroy(&b.start);
@@ -298,11 +275,11 @@ static unsigned parse_threads(const char *s, unsigned *out)
 		unsigned long t = strtoul(s, &end, 10);
 
 		if (end == s || t < 1 || t > MAX_THREADS)
-			die("bad thread count list: %s", s);
+			tl_die("bad thread count list: %s", s);
 		out[n++] = (unsigned)t;
 		s = *end == ',' ? end + 1 : end;
 		if (*end && *end != ',')
-			die("bad thread count list");
+			tl_die("bad thread count list");
 	}
 	return n;
 }
@@ -335,7 +312,7 @@ int main(int argc, char **argv)
 	if (optind != argc - 1 && optind != argc - 2)
 		usage();
 	if (nvalues < 1 || size < 1 || size > (64u << 20))
-		die("bad -n or -s");
+		tl_die("bad -n or -s");
 	tdir = optind == argc - 2 ? argv[optind + 1] : tmpfs_mount();
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("bench_fs: %u values of %zu bytes; regionfs %s, tmpfs %s\n",
@@ -344,7 +321,7 @@ int main(int argc, char **argv)
 	       "tmpfs op/s", "ratio");
 	for (unsigned r = 0; r < nruns; r++) {
 		if (threads[r] > nvalues)
-			die("more threads than values");
+			tl_die("more threads than values");
 		run_dir(argv[optind], nvalues, size, threads[r], rfs);
 		run_dir(tdir, nvalues, size, threads[r], tmp);
 		for (int p = 0; p < NPHASES; p++)

@@ -21,9 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "region_int.h" /* region__hash: the baseline uses the same one */
+#include "testlib.h"
 
 #define MAX_KEYS  10000
 #define MAX_VALUE 1024
@@ -35,14 +35,6 @@ static size_t klens[MAX_KEYS];
 static unsigned nkeys;
 static size_t value_len;
 static double run_seconds = 0.5;
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* ---- the baseline: one mutex, copy out ---------------------------- */
 
@@ -119,18 +111,11 @@ struct runner {
 	pthread_t tid;
 };
 
-static uint32_t xorshift(uint32_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 17;
-	*s ^= *s << 5;
-	return *s;
-}
-
 static void *runner_main(void *arg)
 {
 	struct runner *ru = arg;
-	uint32_t *draws = malloc(NDRAWS * sizeof(*draws)), s = ru->seed;
+	uint32_t *draws = malloc(NDRAWS * sizeof(*draws));
+	uint64_t s = ru->seed;
 	struct region_value *v;
 	struct region_flight *fl;
 	uint64_t ops = 0, sink = 0;
@@ -138,9 +123,9 @@ static void *runner_main(void *arg)
 	size_t i;
 
 	for (i = 0; i < NDRAWS; i++)
-		draws[i] = xorshift(&s) % nkeys;
+		draws[i] = (uint32_t)tl_rand_below(&s, nkeys);
 	pthread_barrier_wait(ru->start);
-	end = now_s() + run_seconds;
+	end = tl_now_s() + run_seconds;
 	do {
 		for (i = 0; i < 4096; i++) {
 			uint32_t k = draws[(ops + i) & (NDRAWS - 1)];
@@ -160,7 +145,7 @@ static void *runner_main(void *arg)
 			}
 		}
 		ops += 4096;
-	} while (now_s() < end);
+	} while (tl_now_s() < end);
 	ru->ops = ops;
 	ru->sink = sink;
 	free(draws);
@@ -182,12 +167,12 @@ static double run(struct region *r, int nthreads)
 		pthread_create(&ru[i].tid, NULL, runner_main, &ru[i]);
 	}
 	pthread_barrier_wait(&start);
-	t0 = now_s();
+	t0 = tl_now_s();
 	for (i = 0; i < nthreads; i++) {
 		pthread_join(ru[i].tid, NULL);
 		ops += ru[i].ops;
 	}
-	dt = now_s() - t0;
+	dt = tl_now_s() - t0;
 	pthread_barrier_destroy(&start);
 	return (double)ops / dt;
 }

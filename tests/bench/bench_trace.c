@@ -16,9 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "region.h"
+#include "testlib.h"
 
 #define DEFAULT_DIR "/work/shared/traces"
 
@@ -42,14 +42,6 @@ static const struct {
 };
 
 static const unsigned pcts[3] = {1, 10, 30};
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* Runs "xz -dc 'path'" with the path quoted for the shell. */
 static FILE *open_xz(const char *path)
@@ -140,7 +132,7 @@ static double replay(const struct trace *t, enum region_strategy strategy,
 
 	if (!trivial || region_create("trace", &lim, &r))
 		return -1;
-	t0 = now_s();
+	t0 = tl_now_s();
 	for (i = 0; i < t->n; i++) {
 		int rc = region_get(r, &t->keys[i], 4, &v, &fl);
 
@@ -155,7 +147,7 @@ static double replay(const struct trace *t, enum region_strategy strategy,
 		}
 		region_value_unref(v);
 	}
-	*mops = (double)t->n / (now_s() - t0) / 1e6;
+	*mops = (double)t->n / (tl_now_s() - t0) / 1e6;
 	region_unref(r);
 	region_value_unref(trivial);
 	return (double)misses / (double)t->n;

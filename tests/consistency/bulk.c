@@ -40,7 +40,6 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <spawn.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -50,11 +49,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cons_util.h"
+#include "testlib.h"
 
 #define MAX_READERS 32
 #define VAL_CAP	    256
-#define REPORT_MAX  12
 #define POLL_US	    1000
 
 extern char **environ;
@@ -90,7 +88,7 @@ struct reader {
 	unsigned char *seen2; /* per key: this reader saw gen=2 */
 	atomic_uint_fast64_t nreads;
 	struct counts c;
-	struct cons_hist all, during;
+	struct tl_hist all, during;
 };
 
 static struct opts opt = {
@@ -105,26 +103,10 @@ static struct opts opt = {
 };
 static atomic_uchar *touched;		       /* per key: read by someone */
 static _Atomic uint64_t t_start_ns, t_done_ns; /* 0 until known */
-static atomic_uint reports;
-
-static void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void report(const char *fmt, ...)
-{
-	va_list ap;
-
-	if (atomic_fetch_add(&reports, 1) >= REPORT_MAX)
-		return;
-	va_start(ap, fmt);
-	fputs("bulk: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
 
 static void key_path(unsigned k, char *buf, size_t cap)
 {
-	snprintf(buf, cap, "%s/b%06u", opt.dir, k);
+	tl_key_path(buf, cap, opt.dir, "b", 6, k);
 }
 
 /* 1 or 2: which generation buf holds for key k; 0 for anything else. */
@@ -153,11 +135,11 @@ static void check(struct reader *r, unsigned k, int rc, const char *buf,
 	r->c.reads++;
 	if (g < 0) {
 		r->c.errors++;
-		report("b%06u: %s", k, strerror(-rc));
+		tl_report("b%06u: %s", k, strerror(-rc));
 	} else if (g == 0) {
 		r->c.torn++;
-		report("b%06u: torn or foreign value '%.*s' (%zu bytes)", k,
-		       (int)(len < 60 ? len : 60), buf, len);
+		tl_report("b%06u: torn or foreign value '%.*s' (%zu bytes)", k,
+			  (int)(len < 60 ? len : 60), buf, len);
 	} else if (g == 2) {
 		r->c.gen2++;
 		r->seen2[k] = 1;
@@ -169,13 +151,14 @@ static void check(struct reader *r, unsigned k, int rc, const char *buf,
 			r->c.last_gen1_at = start;
 		if (r->seen2[k]) {
 			r->c.backward++;
-			report("b%06u: gen=1 after this reader saw gen=2", k);
+			tl_report("b%06u: gen=1 after this reader saw gen=2",
+				  k);
 		}
 		if (done && start > done + opt.bound_ms * 1000000u) {
 			r->c.late_stale++;
-			report("b%06u: gen=1 in a read that started %" PRIu64
-			       " ms after the bulk change committed",
-			       k, (start - done) / 1000000u);
+			tl_report("b%06u: gen=1 in a read that started %" PRIu64
+				  " ms after the bulk change committed",
+				  k, (start - done) / 1000000u);
 		}
 	}
 }
@@ -185,12 +168,13 @@ static void account(struct reader *r, uint64_t start, uint64_t end)
 {
 	uint64_t s = atomic_load(&t_start_ns), d = atomic_load(&t_done_ns);
 
-	cons_hist_add(&r->all, end - start);
+	tl_hist_add(&r->all, end - start);
 	if (s && end >= s && (!d || start <= d + opt.deadline_ms * 1000000u))
-		cons_hist_add(&r->during, end - start);
+		tl_hist_add(&r->during, end - start);
 	if (end - start > opt.stall_ms * 1000000u) {
 		r->c.stalls++;
-		report("a read took %" PRIu64 " ms", (end - start) / 1000000u);
+		tl_report("a read took %" PRIu64 " ms",
+			  (end - start) / 1000000u);
 	}
 }
 
@@ -215,15 +199,15 @@ static void *reader_main(void *arg)
 	int rc;
 
 	while (reader_more(&after_left)) {
-		if (cons_rand_below(&r->rng, 10))
-			k = (unsigned)cons_rand_below(&r->rng, opt.hot);
+		if (tl_rand_below(&r->rng, 10))
+			k = (unsigned)tl_rand_below(&r->rng, opt.hot);
 		else
-			k = (unsigned)cons_rand_below(&r->rng, opt.nkeys);
+			k = (unsigned)tl_rand_below(&r->rng, opt.nkeys);
 		key_path(k, path, sizeof(path));
 		atomic_store_explicit(&touched[k], 1, memory_order_relaxed);
-		start = cons_now_ns();
-		rc = cons_read_file(path, buf, sizeof(buf), &len);
-		end = cons_now_ns();
+		start = tl_now_ns();
+		rc = tl_read_file(path, buf, sizeof(buf), &len);
+		end = tl_now_ns();
 		check(r, k, rc, buf, len, start, end);
 		account(r, start, end);
 		atomic_fetch_add_explicit(&r->nreads, 1, memory_order_relaxed);
@@ -241,7 +225,7 @@ static void wait_warm(struct reader *rd)
 
 	for (i = 0; i < opt.nreaders; i++)
 		while (atomic_load(&rd[i].nreads) < opt.warm)
-			cons_sleep_us(POLL_US);
+			tl_sleep_us(POLL_US);
 }
 
 static int run_command(void)
@@ -251,15 +235,14 @@ static int run_command(void)
 
 	rc = posix_spawnp(&pid, opt.cmd[0], NULL, NULL, opt.cmd, environ);
 	if (rc) {
-		fprintf(stderr, "bulk: cannot run %s: %s\n", opt.cmd[0],
-			strerror(rc));
+		tl_warn("cannot run %s: %s", opt.cmd[0], strerror(rc));
 		return -1;
 	}
 	while (waitpid(pid, &status, 0) < 0)
 		if (errno != EINTR)
 			return -1;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		fprintf(stderr, "bulk: %s failed (status 0x%x)\n", opt.cmd[0],
+		tl_warn("%s failed (status 0x%x)", opt.cmd[0],
 			(unsigned)status);
 		return -1;
 	}
@@ -281,24 +264,25 @@ static uint64_t final_key(unsigned k, struct counts *c)
 
 	key_path(k, path, sizeof(path));
 	for (;; first = false) {
-		rc = cons_read_file(path, buf, sizeof(buf), &len);
-		now = cons_now_ns();
+		rc = tl_read_file(path, buf, sizeof(buf), &len);
+		now = tl_now_ns();
 		c->reads++;
 		g = rc ? -1 : generation(k, buf, len);
 		if (g == 2)
 			return first ? 0 : now - done;
 		if (g != 1) {
-			report("final b%06u: %s", k,
-			       rc ? strerror(-rc) : "torn or foreign value");
+			tl_report("final b%06u: %s", k,
+				  rc ? strerror(-rc) : "torn or foreign value");
 			return UINT64_MAX;
 		}
 		if (now - done > opt.deadline_ms * 1000000u) {
-			report("final b%06u: still gen=1 %" PRIu64 " ms after "
-			       "the bulk change",
-			       k, opt.deadline_ms);
+			tl_report("final b%06u: still gen=1 %" PRIu64
+				  " ms after "
+				  "the bulk change",
+				  k, opt.deadline_ms);
 			return UINT64_MAX;
 		}
-		cons_sleep_us(POLL_US);
+		tl_sleep_us(POLL_US);
 	}
 }
 
@@ -411,17 +395,17 @@ static double rel_ms(uint64_t t, uint64_t t0)
 	return ((double)t - (double)t0) / 1e6;
 }
 
-static void print_hist(const char *what, const struct cons_hist *h)
+static void print_hist(const char *what, const struct tl_hist *h)
 {
 	printf("bulk: latency %s: reads=%" PRIu64 " mean_us=%" PRIu64
 	       " p50_us<=%" PRIu64 " p99_us<=%" PRIu64 " max_us=%" PRIu64 "\n",
 	       what, h->n, h->n ? h->sum_ns / h->n / 1000u : 0,
-	       cons_hist_quantile_us(h, 0.5), cons_hist_quantile_us(h, 0.99),
+	       tl_hist_quantile_us(h, 0.5), tl_hist_quantile_us(h, 0.99),
 	       h->max_ns / 1000u);
 }
 
 static void sum_readers(struct reader *rd, struct counts *c,
-			struct cons_hist *all, struct cons_hist *during)
+			struct tl_hist *all, struct tl_hist *during)
 {
 	unsigned i;
 
@@ -440,8 +424,8 @@ static void sum_readers(struct reader *rd, struct counts *c,
 		    (!c->first_gen2_at ||
 		     rd[i].c.first_gen2_at < c->first_gen2_at))
 			c->first_gen2_at = rd[i].c.first_gen2_at;
-		cons_hist_merge(all, &rd[i].all);
-		cons_hist_merge(during, &rd[i].during);
+		tl_hist_merge(all, &rd[i].all);
+		tl_hist_merge(during, &rd[i].during);
 		free(rd[i].seen2);
 	}
 }
@@ -455,7 +439,7 @@ static void start_readers(struct reader *rd)
 		rd[i].seen2 = calloc(opt.nkeys, 1);
 		if (!rd[i].seen2 ||
 		    pthread_create(&rd[i].tid, NULL, reader_main, &rd[i])) {
-			fprintf(stderr, "bulk: cannot start readers\n");
+			tl_warn("cannot start readers");
 			exit(2);
 		}
 	}
@@ -464,7 +448,7 @@ static void start_readers(struct reader *rd)
 int main(int argc, char **argv)
 {
 	static struct reader rd[MAX_READERS];
-	struct cons_hist all = {0}, during = {0};
+	struct tl_hist all = {0}, during = {0};
 	struct counts c = {0};
 	struct final f = {0};
 	uint64_t t0, mixed;
@@ -477,10 +461,10 @@ int main(int argc, char **argv)
 		return 2;
 	start_readers(rd);
 	wait_warm(rd);
-	t0 = cons_now_ns();
+	t0 = tl_now_ns();
 	atomic_store(&t_start_ns, t0);
 	crc = run_command();
-	atomic_store(&t_done_ns, cons_now_ns());
+	atomic_store(&t_done_ns, tl_now_ns());
 	for (i = 0; i < opt.nreaders; i++)
 		pthread_join(rd[i].tid, NULL);
 	sum_readers(rd, &c, &all, &during);

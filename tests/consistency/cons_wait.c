@@ -37,7 +37,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cons_util.h"
+#include "testlib.h"
 
 #define VAL_CAP (1u << 20)
 #define POLL_US 1000
@@ -89,7 +89,7 @@ static int poll_value(struct waiter *w, struct target *t)
 	size_t len, wl = strlen(t->want);
 	int rc;
 
-	rc = cons_read_file(t->path, w->buf, VAL_CAP, &len);
+	rc = tl_read_file(t->path, w->buf, VAL_CAP, &len);
 	t->last_rc = rc;
 	if (rc == 0 && len == wl && memcmp(w->buf, t->want, wl) == 0)
 		return 1;
@@ -99,14 +99,11 @@ static int poll_value(struct waiter *w, struct target *t)
 	    memcmp(w->buf, w->old, len) == 0)
 		return 0;
 	if (rc)
-		fprintf(stderr,
-			"cons_wait: %s: %s (expected the old or the "
-			"new value)\n",
-			t->path, strerror(-rc));
+		tl_warn("%s: %s (expected the old or the new value)", t->path,
+			strerror(-rc));
 	else
-		fprintf(stderr,
-			"cons_wait: %s: read %zu bytes '%.*s', which "
-			"is neither the old nor the new value\n",
+		tl_warn("%s: read %zu bytes '%.*s', which is neither the old "
+			"nor the new value",
 			t->path, len, (int)(len < 60 ? len : 60), w->buf);
 	return -1;
 }
@@ -120,12 +117,12 @@ static int poll_once(struct waiter *w, struct target *t)
 	case M_VALUE:
 		return poll_value(w, t);
 	case M_ABSENT:
-		rc = cons_read_file(t->path, w->buf, VAL_CAP, &len);
+		rc = tl_read_file(t->path, w->buf, VAL_CAP, &len);
 		t->last_rc = rc;
 		return rc == -ENOENT && listed(t->path) == 0;
 	case M_PRESENT:
 		l = listed(t->path);
-		rc = cons_read_file(t->path, w->buf, VAL_CAP, &len);
+		rc = tl_read_file(t->path, w->buf, VAL_CAP, &len);
 		t->last_rc = rc;
 		return l == 1 && rc == 0;
 	}
@@ -203,7 +200,7 @@ static int poll_all(struct waiter *w, uint64_t since, uint64_t deadline,
 				return -1;
 			if (r == 0)
 				continue;
-			now = cons_wall_ns();
+			now = tl_wall_ns();
 			w->t[i].done = true;
 			left--;
 			if (now > since && now - since > *worst)
@@ -211,9 +208,9 @@ static int poll_all(struct waiter *w, uint64_t since, uint64_t deadline,
 		}
 		if (left == 0)
 			return 1;
-		if (cons_wall_ns() > deadline)
+		if (tl_wall_ns() > deadline)
 			return 0;
-		cons_sleep_us(POLL_US);
+		tl_sleep_us(POLL_US);
 	}
 }
 
@@ -224,9 +221,7 @@ static void report_late(const struct waiter *w, uint64_t timeout_ms)
 	for (i = 0; i < w->n; i++) {
 		if (w->t[i].done)
 			continue;
-		fprintf(stderr,
-			"cons_wait: %s: not %s after %" PRIu64 " ms (last "
-			"read: %s)\n",
+		tl_warn("%s: not %s after %" PRIu64 " ms (last read: %s)",
 			w->t[i].path, w->mode == M_ABSENT ? "gone" : "visible",
 			timeout_ms,
 			w->t[i].last_rc ? strerror(-w->t[i].last_rc)
@@ -255,7 +250,7 @@ int main(int argc, char **argv)
 	if (!w.buf)
 		return 2;
 	if (!since)
-		since = cons_wall_ns();
+		since = tl_wall_ns();
 	r = poll_all(&w, since, since + timeout_ms * 1000000u, &worst, &polls);
 	free(w.buf);
 	if (r == 1) {

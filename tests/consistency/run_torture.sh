@@ -37,20 +37,20 @@
 # run with the same delay shows the same races being refused
 # (stale_puts_rejected) with zero violations.
 
-# cons_prog and cons_stat set the variables they are given (printf -v):
+# rfs_helper and rfs_stat set the variables they are given (printf -v):
 # shellcheck disable=SC2154
-. "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../common/harness.sh"
 
 mode=${1:-}
 shift || true
 case $mode in
 guard | delayed | noguard) ;;
-*) cons_fail "usage: run_torture.sh guard|delayed|noguard [torture options]" ;;
+*) rfs_fail "usage: run_torture.sh guard|delayed|noguard [torture options]" ;;
 esac
 
-cons_init
-cons_prog torture torture
-cat >"$CONS_INI" <<'EOF'
+rfs_init
+rfs_helper torture torture
+cat >"$RFS_INI" <<'EOF'
 ; the torture region: fewer entries than the test's 8 keys, so that
 ; capacity evictions keep misses and loads racing the writes
 [torture]
@@ -71,14 +71,14 @@ noguard)
 esac
 echo "mode $mode: $REGIONFS${REGIONFS_TEST_LOAD_DELAY_US:+, load delay ${REGIONFS_TEST_LOAD_DELAY_US} us}${REGIONFS_TEST_DISABLE_STALE_GUARD:+, STALE-PUT GUARD DISABLED}"
 
-cons_mount a
-M=$CONS_TMP/a
-out=$CONS_TMP/torture.out
-cons_run "$torture" -d "$M/torture" "$@" >"$out"
+rfs_mount_as a
+M=$RFS_TMP/a
+out=$RFS_TMP/torture.out
+rfs_run "$torture" -d "$M/torture" "$@" >"$out"
 rc=$?
 cat "$out"
-cons_alive a
-summary=$(grep '^torture: ' "$out") || cons_fail "torture printed no summary (exit $rc)"
+rfs_alive a
+summary=$(grep '^torture: ' "$out") || rfs_fail "torture printed no summary (exit $rc)"
 
 # field NAME: a number from the summary line.
 field()
@@ -88,7 +88,7 @@ field()
 
 st=$M/.regionfs/regions/torture/stats
 for s in misses loads stale_puts_rejected invalidations_local evictions_size load_time_us; do
-	cons_stat "v_$s" "$st" "$s"
+	rfs_stat "v_$s" "$st" "$s"
 done
 echo "region stats: misses=$v_misses loads=$v_loads" \
 	"stale_puts_rejected=$v_stale_puts_rejected" \
@@ -98,12 +98,12 @@ echo "region stats: misses=$v_misses loads=$v_loads" \
 
 case $mode in
 guard | delayed)
-	[ "$rc" -eq 0 ] || cons_fail "the torture test found violations or errors (exit $rc)"
-	cons_ok "torture: $(field reads) reads, 0 stale, 0 torn, 0 wrong key, 0 backward, 0 final mismatches"
+	[ "$rc" -eq 0 ] || rfs_fail "the torture test found violations or errors (exit $rc)"
+	rfs_ok "torture: $(field reads) reads, 0 stale, 0 torn, 0 wrong key, 0 backward, 0 final mismatches"
 	if [ "$mode" = delayed ]; then
 		[ "$v_stale_puts_rejected" -gt 0 ] ||
-			cons_fail "stale_puts_rejected is 0: the widened window was never hit (is REGIONFS_TEST_LOAD_DELAY_US honoured?)"
-		cons_ok "the guard refused $v_stale_puts_rejected stale installs under the widened window"
+			rfs_fail "stale_puts_rejected is 0: the widened window was never hit (is REGIONFS_TEST_LOAD_DELAY_US honoured?)"
+		rfs_ok "the guard refused $v_stale_puts_rejected stale installs under the widened window"
 	fi
 	;;
 noguard)
@@ -111,14 +111,14 @@ noguard)
 	if [ "$rc" -eq 1 ] && [ "$caught" -gt 0 ]; then
 		echo "guard disabled: the torture test caught $(field stale) stale reads" \
 			"and $(field final_mismatch) stale final values, as it must"
-		cons_ok "the torture test detects the stale-put race"
+		rfs_ok "the torture test detects the stale-put race"
 	elif [ "$rc" -eq 0 ]; then
-		cons_fail "guard disabled, yet the torture test caught nothing: it cannot detect the race it exists for"
+		rfs_fail "guard disabled, yet the torture test caught nothing: it cannot detect the race it exists for"
 	else
-		cons_fail "guard disabled: torture exited $rc without catching a stale read (errors, not a detection)"
+		rfs_fail "guard disabled: torture exited $rc without catching a stale read (errors, not a detection)"
 	fi
 	;;
 esac
-cons_umount a
-cons_ok "clean unmount"
-cons_done
+rfs_umount a
+rfs_ok "clean unmount"
+rfs_done

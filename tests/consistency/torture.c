@@ -46,7 +46,7 @@
  * Output: one summary line on stdout,
  *   torture: reads=N stale=N torn=N wrong_key=N backward=N future=N
  *            final_mismatch=N errors=N ...
- * and up to REPORT_MAX detailed violations on stderr. Exit 0 if every
+ * and up to TL_REPORT_MAX detailed violations on stderr. Exit 0 if every
  * count of a violation is 0, 1 if a consistency rule was broken, 2 on
  * usage or I/O errors (an I/O error is a failure, but not a finding about
  * consistency; run_torture.sh tells them apart).
@@ -73,13 +73,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cons_util.h"
+#include "testlib.h"
 
 #define MAX_KEYS    64
 #define MAX_READERS 64
 #define PAD_MAX	    400	 /* longest pad; records stay < REC_CAP */
 #define REC_CAP	    1024 /* read buffer; a longer file is a violation */
-#define REPORT_MAX  12	 /* detailed violation lines printed */
 
 struct opts {
 	const char *dir;       /* the region directory on the mount */
@@ -126,43 +125,19 @@ static struct opts opt = {
 	.seed = 0x5eed,
 };
 
-static char *key_path[MAX_KEYS];
-static char *tmp_path[MAX_KEYS]; /* rename sources */
+static char key_path[MAX_KEYS][TL_PATH_MAX];
+static char tmp_path[MAX_KEYS][TL_PATH_MAX]; /* rename sources */
 /* Last version of each key whose close() returned 0. */
 static _Atomic uint64_t committed[MAX_KEYS];
 static atomic_bool writers_done;
-static atomic_uint reports;
 static pthread_barrier_t start_line;
 
-static void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void report(const char *fmt, ...)
-{
-	va_list ap;
-
-	if (atomic_fetch_add(&reports, 1) >= REPORT_MAX)
-		return;
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
 /* ---- records ---------------------------------------------------------- */
-
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	return x ^ (x >> 31);
-}
 
 /* The record of (k, ver) into buf (REC_CAP bytes); returns its length. */
 static size_t record_build(unsigned k, uint64_t ver, char *buf)
 {
-	uint64_t m = mix64(((uint64_t)k << 48) ^ ver);
+	uint64_t m = tl_mix64(((uint64_t)k << 48) ^ ver);
 	size_t n, i, plen = 1 + m % PAD_MAX;
 	uint32_t crc;
 
@@ -170,7 +145,7 @@ static size_t record_build(unsigned k, uint64_t ver, char *buf)
 			     ver);
 	for (i = 0; i < plen; i++)
 		buf[n++] = (char)('a' + (m / 7 + i * 7) % 26);
-	crc = cons_crc32(buf, n);
+	crc = tl_crc32(buf, n);
 	n += (size_t)snprintf(buf + n, REC_CAP - n, " crc=%08x\n",
 			      (unsigned)crc);
 	return n;
@@ -199,7 +174,7 @@ static int record_parse(const char *buf, size_t len, unsigned *k, uint64_t *ver)
 	if (!crcp || strlen(crcp) != 14 || crcp[13] != '\n')
 		return -1;
 	crc = strtoul(crcp + 5, NULL, 16);
-	if (crc != cons_crc32(text, (size_t)(crcp - text)))
+	if (crc != tl_crc32(text, (size_t)(crcp - text)))
 		return -1;
 	if (record_build(*k, *ver, again) != len || memcmp(again, buf, len))
 		return -1;
@@ -216,23 +191,23 @@ static void check_version(struct worker *w, unsigned k, uint64_t floor,
 
 	if (ver < floor) {
 		w->t.stale++;
-		report("stale read: k%02u returned version %" PRIu64
-		       " although close() of version %" PRIu64
-		       " returned before the read started",
-		       k, ver, floor);
+		tl_report("stale read: k%02u returned version %" PRIu64
+			  " although close() of version %" PRIu64
+			  " returned before the read started",
+			  k, ver, floor);
 	}
 	if (ver < w->last[k]) {
 		w->t.backward++;
-		report("backward read: k%02u returned version %" PRIu64
-		       " after this thread had seen %" PRIu64,
-		       k, ver, w->last[k]);
+		tl_report("backward read: k%02u returned version %" PRIu64
+			  " after this thread had seen %" PRIu64,
+			  k, ver, w->last[k]);
 	}
 	ceiling = atomic_load_explicit(&committed[k], memory_order_acquire);
 	if (ver > ceiling + 1) {
 		w->t.future++;
-		report("impossible read: k%02u version %" PRIu64
-		       " while only %" PRIu64 " was committed",
-		       k, ver, ceiling);
+		tl_report("impossible read: k%02u version %" PRIu64
+			  " while only %" PRIu64 " was committed",
+			  k, ver, ceiling);
 	}
 	if (ver > w->last[k])
 		w->last[k] = ver;
@@ -251,15 +226,15 @@ static void check_read(struct worker *w, unsigned k, uint64_t floor, int rc,
 	w->t.reads++;
 	if (rc) {
 		w->t.errors++;
-		report("read error: %s: %s", key_path[k], strerror(-rc));
+		tl_report("read error: %s: %s", key_path[k], strerror(-rc));
 	} else if (record_parse(buf, len, &rk, &ver)) {
 		w->t.torn++;
-		report("torn read: %s: %zu bytes: %.*s", key_path[k], len,
-		       (int)(len < 80 ? len : 80), buf);
+		tl_report("torn read: %s: %zu bytes: %.*s", key_path[k], len,
+			  (int)(len < 80 ? len : 80), buf);
 	} else if (rk != k) {
 		w->t.wrong_key++;
-		report("wrong key: %s returned the record of k%02u",
-		       key_path[k], rk);
+		tl_report("wrong key: %s returned the record of k%02u",
+			  key_path[k], rk);
 	} else {
 		check_version(w, k, floor, ver);
 	}
@@ -274,7 +249,7 @@ static void read_key(struct worker *w, unsigned k)
 	int rc;
 
 	floor = atomic_load_explicit(&committed[k], memory_order_acquire);
-	rc = cons_read_file(key_path[k], buf, sizeof(buf), &len);
+	rc = tl_read_file(key_path[k], buf, sizeof(buf), &len);
 	check_read(w, k, floor, rc, buf, len);
 }
 
@@ -288,8 +263,8 @@ static int write_version(struct worker *w, uint64_t ver)
 	int rc;
 
 	if (!opt.rename_every || ver % opt.rename_every)
-		return cons_write_file(key_path[w->key], buf, len);
-	rc = cons_write_file(tmp_path[w->key], buf, len);
+		return tl_write_file(key_path[w->key], buf, len);
+	rc = tl_write_file(tmp_path[w->key], buf, len);
 	if (rc)
 		return rc;
 	if (rename(tmp_path[w->key], key_path[w->key]) != 0)
@@ -309,8 +284,8 @@ static void *writer_main(void *arg)
 		rc = write_version(w, ver);
 		if (rc) {
 			w->t.errors++;
-			report("write error: %s version %" PRIu64 ": %s",
-			       key_path[w->key], ver, strerror(-rc));
+			tl_report("write error: %s version %" PRIu64 ": %s",
+				  key_path[w->key], ver, strerror(-rc));
 			break;
 		}
 		w->t.writes++;
@@ -330,7 +305,7 @@ static void *reader_main(void *arg)
 
 	pthread_barrier_wait(&start_line);
 	while (!atomic_load_explicit(&writers_done, memory_order_acquire))
-		read_key(w, (unsigned)cons_rand_below(&w->rng, opt.nkeys));
+		read_key(w, (unsigned)tl_rand_below(&w->rng, opt.nkeys));
 	return NULL;
 }
 
@@ -343,13 +318,12 @@ static int setup_keys(void)
 	int rc;
 
 	for (k = 0; k < opt.nkeys; k++) {
-		if (asprintf(&key_path[k], "%s/k%02u", opt.dir, k) < 0 ||
-		    asprintf(&tmp_path[k], "%s/k%02u.tmp", opt.dir, k) < 0)
-			return -ENOMEM;
-		rc = cons_write_file(key_path[k], buf, record_build(k, 1, buf));
+		tl_key_path(key_path[k], TL_PATH_MAX, opt.dir, "k", 2, k);
+		snprintf(tmp_path[k], TL_PATH_MAX, "%s/k%02u.tmp", opt.dir, k);
+		rc = tl_write_file(key_path[k], buf, record_build(k, 1, buf));
 		if (rc) {
-			fprintf(stderr, "torture: cannot create %s: %s\n",
-				key_path[k], strerror(-rc));
+			tl_warn("cannot create %s: %s", key_path[k],
+				strerror(-rc));
 			return rc;
 		}
 		atomic_store(&committed[k], 1);
@@ -370,19 +344,19 @@ static void final_check(struct worker *w)
 		want = atomic_load(&committed[k]);
 		for (i = 0; i < opt.final_reads; i++) {
 			w->t.reads++;
-			rc = cons_read_file(key_path[k], buf, sizeof(buf),
-					    &len);
+			rc = tl_read_file(key_path[k], buf, sizeof(buf), &len);
 			if (rc) {
 				w->t.errors++;
-				report("final read error: %s: %s", key_path[k],
-				       strerror(-rc));
+				tl_report("final read error: %s: %s",
+					  key_path[k], strerror(-rc));
 			} else if (record_parse(buf, len, &rk, &ver) ||
 				   rk != k || ver != want) {
 				w->t.final_mismatch++;
-				report("final mismatch: k%02u read %.*s, want "
-				       "version %" PRIu64,
-				       k, (int)(len < 40 ? len : 40), buf,
-				       want);
+				tl_report(
+					"final mismatch: k%02u read %.*s, want "
+					"version %" PRIu64,
+					k, (int)(len < 40 ? len : 40), buf,
+					want);
 			}
 		}
 	}
@@ -525,7 +499,6 @@ int main(int argc, char **argv)
 	unsigned i;
 
 	parse_args(argc, argv);
-	cons_crc32_init();
 	signal(SIGALRM, on_alarm);
 	alarm(opt.watchdog_s);
 	if (setup_keys())
@@ -534,10 +507,10 @@ int main(int argc, char **argv)
 	for (i = 0; i < opt.nkeys; i++)
 		writers[i].key = i;
 	for (i = 0; i < opt.nreaders; i++)
-		readers[i].rng = mix64(opt.seed + i) | 1;
+		readers[i].rng = tl_mix64(opt.seed + i) | 1;
 	start_workers(writers, opt.nkeys, writer_main);
 	start_workers(readers, opt.nreaders, reader_main);
-	t0 = cons_now_ns();
+	t0 = tl_now_ns();
 	pthread_barrier_wait(&start_line);
 	for (i = 0; i < opt.nkeys; i++)
 		pthread_join(writers[i].tid, NULL);
@@ -551,9 +524,5 @@ int main(int argc, char **argv)
 		tally_add(&total, &readers[i].t);
 	tally_add(&total, &fin.t);
 	pthread_barrier_destroy(&start_line);
-	for (i = 0; i < opt.nkeys; i++) {
-		free(key_path[i]);
-		free(tmp_path[i]);
-	}
-	return summarize(&total, cons_now_ns() - t0);
+	return summarize(&total, tl_now_ns() - t0);
 }

@@ -26,7 +26,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,7 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cons_util.h"
+#include "testlib.h"
 
 #define VAL_CAP	   4096
 #define MAX_KEYS   16
@@ -61,42 +60,29 @@ static struct opts opt = {
 	.deadline_ms = 2000,
 };
 static uint64_t delays_us[2][MAX_WRITES];
-static unsigned failures;
 
 static bool same(const char *a, size_t al, const char *b, size_t bl)
 {
 	return al == bl && memcmp(a, b, al) == 0;
 }
 
-static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int fail(const char *fmt, ...)
-{
-	va_list ap;
-
-	failures++;
-	va_start(ap, fmt);
-	fputs("twomounts: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	return -1;
-}
+/* A finding: reported and counted by tl_report(); the round fails. */
+#define fail(...) (tl_report(__VA_ARGS__), -1)
 
 /* Step 1: the reading mount shows (and so caches) the current value. */
 static int prime(struct round *r)
 {
 	char buf[VAL_CAP];
-	uint64_t end = cons_now_ns() + opt.deadline_ms * 1000000u;
+	uint64_t end = tl_now_ns() + opt.deadline_ms * 1000000u;
 	size_t len;
 	int rc;
 
 	do {
-		rc = cons_read_file(r->path_r, buf, sizeof(buf), &len);
+		rc = tl_read_file(r->path_r, buf, sizeof(buf), &len);
 		if (rc == 0 && same(buf, len, r->old, r->old_len))
 			return 0;
-		cons_sleep_us(POLL_US);
-	} while (cons_now_ns() < end);
+		tl_sleep_us(POLL_US);
+	} while (tl_now_ns() < end);
 	return fail("%s never showed the previous value", r->path_r);
 }
 
@@ -109,8 +95,8 @@ static int64_t wait_visible(struct round *r, uint64_t t0)
 	int rc;
 
 	for (;;) {
-		rc = cons_read_file(r->path_r, buf, sizeof(buf), &len);
-		now = cons_now_ns();
+		rc = tl_read_file(r->path_r, buf, sizeof(buf), &len);
+		now = tl_now_ns();
 		if (rc)
 			return fail("%s: %s", r->path_r, strerror(-rc));
 		if (same(buf, len, r->new, r->new_len))
@@ -122,9 +108,9 @@ static int64_t wait_visible(struct round *r, uint64_t t0)
 			return fail("%s: new value not visible after %" PRIu64
 				    " ms",
 				    r->path_r, opt.deadline_ms);
-		cons_sleep_us(POLL_US);
+		tl_sleep_us(POLL_US);
 	}
-	rc = cons_read_file(r->path_r, buf, sizeof(buf), &len);
+	rc = tl_read_file(r->path_r, buf, sizeof(buf), &len);
 	if (rc || !same(buf, len, r->new, r->new_len))
 		return fail("%s went back after showing the new value",
 			    r->path_r);
@@ -143,7 +129,7 @@ static int64_t one_round(unsigned w, unsigned i, struct round *r)
 		 i % opt.nkeys);
 	snprintf(r->path_r, sizeof(r->path_r), "%s/t%02u", opt.dir[!w],
 		 i % opt.nkeys);
-	rc = cons_read_file(r->path_w, r->old, sizeof(r->old), &r->old_len);
+	rc = tl_read_file(r->path_w, r->old, sizeof(r->old), &r->old_len);
 	if (rc)
 		return fail("%s: %s", r->path_w, strerror(-rc));
 	if (prime(r))
@@ -151,11 +137,11 @@ static int64_t one_round(unsigned w, unsigned i, struct round *r)
 	r->new_len =
 		(size_t)snprintf(r->new, sizeof(r->new), "round %u via %c %*s|",
 				 i, "AB"[w], (int)(i * 37 % 300), "");
-	rc = cons_write_file(r->path_w, r->new, r->new_len);
-	t0 = cons_now_ns();
+	rc = tl_write_file(r->path_w, r->new, r->new_len);
+	t0 = tl_now_ns();
 	if (rc)
 		return fail("write %s: %s", r->path_w, strerror(-rc));
-	rc = cons_read_file(r->path_w, buf, sizeof(buf), &len);
+	rc = tl_read_file(r->path_w, buf, sizeof(buf), &len);
 	if (rc || !same(buf, len, r->new, r->new_len))
 		return fail("%s does not read back its own write at once",
 			    r->path_w);
@@ -193,12 +179,11 @@ static int setup_keys(void)
 
 	for (k = 0; k < opt.nkeys; k++) {
 		snprintf(path, sizeof(path), "%s/t%02u", opt.dir[0], k);
-		rc = cons_write_file(
+		rc = tl_write_file(
 			path, val,
 			(size_t)snprintf(val, sizeof(val), "initial t%02u", k));
 		if (rc) {
-			fprintf(stderr, "twomounts: %s: %s\n", path,
-				strerror(-rc));
+			tl_warn("%s: %s", path, strerror(-rc));
 			return 2;
 		}
 	}
@@ -255,11 +240,11 @@ int main(int argc, char **argv)
 		worst = m > worst ? m : worst;
 	}
 	if (opt.bound_ms && worst > opt.bound_ms * 1000u) {
-		fail("largest delay %" PRIu64 " us exceeds the stated bound "
-		     "of %" PRIu64 " ms",
-		     worst, opt.bound_ms);
+		tl_report("largest delay %" PRIu64 " us exceeds the stated "
+			  "bound of %" PRIu64 " ms",
+			  worst, opt.bound_ms);
 		return 1;
 	}
 	printf("twomounts: PASS, largest delay %" PRIu64 " us\n", worst);
-	return failures ? 1 : 0;
+	return tl_reported() ? 1 : 0;
 }

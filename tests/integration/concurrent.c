@@ -31,7 +31,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -39,6 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "testlib.h"
 
 #define MAX_KEYS    64
 #define MAX_WRITERS 16
@@ -60,39 +61,22 @@ struct worker {
 	pthread_t tid;
 };
 
-static void fail(struct shared *sh, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void fail(struct shared *sh, const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "concurrent: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	atomic_store(&sh->failed, true);
-}
-
-static uint32_t mix(uint32_t x)
-{
-	x ^= x >> 16;
-	x *= 0x7feb352dU;
-	x ^= x >> 15;
-	x *= 0x846ca68bU;
-	x ^= x >> 16;
-	return x;
-}
+/* A finding (tl_report); every thread stops at the next check. */
+#define fail(sh, ...)                                                          \
+	do {                                                                   \
+		tl_report(__VA_ARGS__);                                        \
+		atomic_store(&(sh)->failed, true);                             \
+	} while (0)
 
 static size_t body_len(unsigned w, unsigned seq)
 {
-	return 64 + mix(w * 1000003u + seq) % 20480;
+	return 64 + tl_mix32(w * 1000003u + seq) % 20480;
 }
 
 static unsigned char body_byte(unsigned k, unsigned w, unsigned seq, size_t i)
 {
-	return (unsigned char)(mix(k * 7919u + w * 104729u + seq) + i * 131u);
+	return (unsigned char)(tl_mix32(k * 7919u + w * 104729u + seq) +
+			       i * 131u);
 }
 
 /* Builds value (k, w, seq) into buf; returns its length. */
@@ -149,30 +133,22 @@ static int parse_value(struct shared *sh, const char *buf, size_t len,
 
 static void key_path(const struct shared *sh, unsigned k, char *p, size_t n)
 {
-	snprintf(p, n, "%s/ck%02u", sh->dir, k);
+	tl_key_path(p, n, sh->dir, "ck", 2, k);
 }
 
+/* Writes value (k, w, seq) in two write()s and commits it (close). */
 static int write_value(struct shared *sh, unsigned k, unsigned w, unsigned seq,
 		       char *buf)
 {
-	size_t len = make_value(buf, k, w, seq), half = len / 2;
-	char path[4096];
-	int fd;
+	size_t len = make_value(buf, k, w, seq);
+	char path[TL_PATH_MAX];
+	int rc;
 
 	key_path(sh, k, path, sizeof(path));
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	if (fd < 0) {
-		fail(sh, "open %s for writing: %s", path, strerror(errno));
-		return -1;
-	}
-	if (write(fd, buf, half) != (ssize_t)half ||
-	    write(fd, buf + half, len - half) != (ssize_t)(len - half)) {
-		fail(sh, "write %s: %s", path, strerror(errno));
-		close(fd);
-		return -1;
-	}
-	if (close(fd) != 0) {
-		fail(sh, "close (commit) %s: %s", path, strerror(errno));
+	rc = tl_write_file_parts(path, buf, len, 2);
+	if (rc) {
+		fail(sh, "%s %s for writing: %s", tl_failed_call(), path,
+		     strerror(-rc));
 		return -1;
 	}
 	atomic_fetch_add(&sh->writes, 1);
@@ -202,25 +178,19 @@ out:
 /* Reads key k whole into buf; returns its length or -1. */
 static ssize_t read_value(struct shared *sh, unsigned k, char *buf)
 {
-	char path[4096];
-	size_t len = 0;
-	ssize_t n;
-	int fd;
+	char path[TL_PATH_MAX];
+	size_t len;
+	int rc;
 
 	key_path(sh, k, path, sizeof(path));
-	fd = open(path, O_RDONLY);
-	if (fd < 0) {
-		fail(sh, "open %s: %s", path, strerror(errno));
+	rc = tl_read_file(path, buf, MAX_VALUE, &len);
+	if (rc) {
+		fail(sh, "%s %s: %s", tl_failed_call(), path,
+		     rc == -EFBIG ? "value too long" : strerror(-rc));
 		return -1;
 	}
-	while ((n = read(fd, buf + len, MAX_VALUE - len)) > 0)
-		len += (size_t)n;
 	buf[len] = '\0'; /* buffers hold MAX_VALUE + 1 bytes */
-	if (n < 0 || len == MAX_VALUE)
-		fail(sh, "read %s: %s", path,
-		     n < 0 ? strerror(errno) : "value too long");
-	close(fd);
-	return n < 0 || len == MAX_VALUE ? -1 : (ssize_t)len;
+	return (ssize_t)len;
 }
 
 /* One read of key k with the stale checks; last[w] is this reader's. */
@@ -273,7 +243,7 @@ static unsigned arg_or(int argc, char **argv, int i, unsigned def, unsigned max)
 	unsigned v = argc > i ? (unsigned)strtoul(argv[i], NULL, 10) : def;
 
 	if (v < 1 || v > max) {
-		fprintf(stderr, "concurrent: argument %d out of range\n", i);
+		tl_warn("argument %d out of range", i);
 		exit(2);
 	}
 	return v;

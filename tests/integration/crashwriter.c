@@ -26,76 +26,37 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "testlib.h"
+
 #define MAX_VALUE (24 * 1024 + 64)
 #define NO_OP	  (-1L)
-
-static void die(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2), noreturn));
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "crashwriter: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-static unsigned mix(unsigned x)
-{
-	x ^= x >> 16;
-	x *= 0x7feb352dU;
-	x ^= x >> 15;
-	x *= 0x846ca68bU;
-	x ^= x >> 16;
-	return x;
-}
 
 /* value(op) of key k into buf; returns its length. */
 static size_t make_value(char *buf, unsigned k, long op)
 {
-	size_t body = mix((unsigned)op) % (24 * 1024), n;
+	size_t body = tl_mix32((unsigned)op) % (24 * 1024), n;
 
 	n = (size_t)snprintf(buf, MAX_VALUE, "crash key=%u op=%ld body=%zu\n",
 			     k, op, body);
 	for (size_t i = 0; i < body; i++)
-		buf[n + i] = (char)(mix((unsigned)op * 31u + k) + i * 7u);
+		buf[n + i] = (char)(tl_mix32((unsigned)op * 31u + k) + i * 7u);
 	return n + body;
-}
-
-static void key_path(const char *dir, unsigned k, char *p, size_t n)
-{
-	snprintf(p, n, "%s/c%04u", dir, k);
 }
 
 static int write_op(const char *dir, unsigned nkeys, long op, char *buf)
 {
 	unsigned k = (unsigned)(op % nkeys);
 	size_t len = make_value(buf, k, op);
-	char path[4096];
-	int fd;
+	char path[TL_PATH_MAX];
 
-	key_path(dir, k, path, sizeof(path));
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, buf, len) != (ssize_t)len) {
-		int e = errno ? -errno : -EIO;
-
-		close(fd);
-		return e;
-	}
-	return close(fd) ? -errno : 0;
+	tl_key_path(path, sizeof(path), dir, "c", 4, k);
+	return tl_write_file(path, buf, len);
 }
 
 static int do_write(const char *dir, const char *logpath, unsigned nkeys,
@@ -106,7 +67,7 @@ static int do_write(const char *dir, const char *logpath, unsigned nkeys,
 
 	logfd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
 	if (logfd < 0 || !buf)
-		die("cannot open %s", logpath);
+		tl_die("cannot open %s", logpath);
 	for (long op = 0; op < maxops; op++) {
 		rc = write_op(dir, nkeys, op, buf);
 		if (rc) {
@@ -134,7 +95,7 @@ static void read_log(const char *logpath, unsigned nkeys, long *last,
 	long op;
 
 	if (!f)
-		die("cannot read %s", logpath);
+		tl_die("cannot read %s", logpath);
 	*failed = NO_OP;
 	*nok = 0;
 	for (unsigned k = 0; k < nkeys; k++)
@@ -146,7 +107,7 @@ static void read_log(const char *logpath, unsigned nkeys, long *last,
 		} else if (sscanf(line, "fail %ld", &op) == 1) {
 			*failed = op;
 		} else if (strncmp(line, "end", 3) != 0) {
-			die("bad log line: %s", line);
+			tl_die("bad log line: %s", line);
 		}
 	}
 	fclose(f);
@@ -155,23 +116,17 @@ static void read_log(const char *logpath, unsigned nkeys, long *last,
 /* Reads key k; returns its length, or -1 if absent. */
 static long read_key(const char *dir, unsigned k, char *buf)
 {
-	char path[4096];
-	size_t len = 0;
-	ssize_t n;
-	int fd;
+	char path[TL_PATH_MAX];
+	size_t len;
+	int rc;
 
-	key_path(dir, k, path, sizeof(path));
-	fd = open(path, O_RDONLY);
-	if (fd < 0 && errno == ENOENT)
+	tl_key_path(path, sizeof(path), dir, "c", 4, k);
+	rc = tl_read_file(path, buf, MAX_VALUE, &len);
+	if (rc == -ENOENT)
 		return -1;
-	if (fd < 0)
-		die("open %s: %s", path, strerror(errno));
-	while ((n = read(fd, buf + len, MAX_VALUE - len)) > 0)
-		len += (size_t)n;
-	if (n < 0)
-		die("read %s: %s", path, strerror(errno));
+	if (rc)
+		tl_die("%s %s: %s", tl_failed_call(), path, strerror(-rc));
 	buf[len] = '\0'; /* buf holds MAX_VALUE + 1 bytes */
-	close(fd);
 	return (long)len;
 }
 
@@ -192,7 +147,7 @@ static int do_verify(const char *dir, const char *logpath, unsigned nkeys)
 	unsigned bad = 0, inflight = 0;
 
 	if (!last || !buf || !want)
-		die("out of memory");
+		tl_die("out of memory");
 	read_log(logpath, nkeys, last, &failed, &nok);
 	for (unsigned k = 0; k < nkeys; k++) {
 		f = failed != NO_OP && failed % nkeys == k ? failed : NO_OP;
@@ -229,7 +184,7 @@ int main(int argc, char **argv)
 	if (argc >= 5 && strcmp(argv[1], "write") == 0) {
 		nkeys = atol(argv[4]);
 		if (nkeys < 1 || nkeys > 9999 || argc != 6)
-			die("bad arguments");
+			tl_die("bad arguments");
 		setvbuf(stdout, NULL, _IONBF, 0);
 		return do_write(argv[2], argv[3], (unsigned)nkeys,
 				atol(argv[5]));
@@ -237,7 +192,7 @@ int main(int argc, char **argv)
 	if (argc == 5 && strcmp(argv[1], "verify") == 0) {
 		nkeys = atol(argv[4]);
 		if (nkeys < 1 || nkeys > 9999)
-			die("bad arguments");
+			tl_die("bad arguments");
 		return do_verify(argv[2], argv[3], (unsigned)nkeys);
 	}
 	fprintf(stderr, "usage: crashwriter write DIR LOG NKEYS MAXOPS\n"

@@ -14,32 +14,17 @@
  */
 #include <dirent.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "testlib.h"
 
 struct names {
 	char **v;   /* strdup()ed names */
 	size_t n;   /* names held */
 	size_t cap; /* slots allocated */
 };
-
-static void die(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2), noreturn));
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "listdir: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
 
 static void names_add(struct names *ns, const char *name)
 {
@@ -48,13 +33,13 @@ static void names_add(struct names *ns, const char *name)
 		char **v = realloc(ns->v, cap * sizeof(*v));
 
 		if (!v)
-			die("%s", "out of memory");
+			tl_die("%s", "out of memory");
 		ns->v = v;
 		ns->cap = cap;
 	}
 	ns->v[ns->n] = strdup(name);
 	if (!ns->v[ns->n])
-		die("%s", "out of memory");
+		tl_die("%s", "out of memory");
 	ns->n++;
 }
 
@@ -87,7 +72,7 @@ static void read_all(DIR *d, const char *path, struct names *ns)
 		names_add(ns, de->d_name);
 	}
 	if (errno)
-		die("readdir %s failed", path);
+		tl_die("readdir %s failed", path);
 }
 
 /* Sorts ns and checks count, uniqueness and (if prefix) exact names. */
@@ -98,25 +83,25 @@ static void check(struct names *ns, size_t count, const char *prefix, int width,
 
 	qsort(ns->v, ns->n, sizeof(*ns->v), cmp_names);
 	if (ns->n != count)
-		die("pass %d: %zu names, expected %zu", pass, ns->n, count);
+		tl_die("pass %d: %zu names, expected %zu", pass, ns->n, count);
 	for (size_t i = 1; i < ns->n; i++) {
 		if (strcmp(ns->v[i - 1], ns->v[i]) == 0)
-			die("name listed twice: %s", ns->v[i]);
+			tl_die("name listed twice: %s", ns->v[i]);
 	}
 	if (!prefix)
 		return;
 	for (size_t i = 0; i < ns->n; i++) {
 		snprintf(want, sizeof(want), "%s%0*zu", prefix, width, i);
 		if (strcmp(ns->v[i], want) != 0)
-			die("name #%zu is '%s', expected '%s'", i, ns->v[i],
-			    want);
+			tl_die("name #%zu is '%s', expected '%s'", i, ns->v[i],
+			       want);
 	}
 }
 
 int main(int argc, char **argv)
 {
 	struct names ns = {0};
-	struct timespec t0, t1;
+	double t0;
 	const char *prefix = NULL;
 	size_t count;
 	int width = 0;
@@ -133,16 +118,13 @@ int main(int argc, char **argv)
 	}
 	d = opendir(argv[1]);
 	if (!d)
-		die("cannot open %s", argv[1]);
+		tl_die("cannot open %s", argv[1]);
 	for (int pass = 1; pass <= 2; pass++) {
-		clock_gettime(CLOCK_MONOTONIC, &t0);
+		t0 = tl_now_s();
 		read_all(d, argv[1], &ns);
-		clock_gettime(CLOCK_MONOTONIC, &t1);
 		check(&ns, count, prefix, width, pass);
 		printf("listdir: pass %d: %zu unique names in %.3f s\n", pass,
-		       ns.n,
-		       (double)(t1.tv_sec - t0.tv_sec) +
-			       (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+		       ns.n, tl_now_s() - t0);
 		names_free(&ns);
 		rewinddir(d);
 	}

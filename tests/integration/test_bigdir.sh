@@ -8,8 +8,8 @@
 # exactly the names k000000..k099999, each once; ls agrees, and a few keys
 # read back their values (loaded on demand, the listing loads none).
 
-# shellcheck source=harness.sh disable=SC2154 # rfs_stat/rfs_helper use printf -v
-. "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+# shellcheck source=../common/harness.sh disable=SC2154 # rfs_stat/rfs_helper use printf -v
+. "$(dirname "${BASH_SOURCE[0]}")/../common/harness.sh"
 
 N=100000
 rfs_init

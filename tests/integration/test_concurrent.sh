@@ -6,8 +6,8 @@
 # region with a ttl and few entries, where evictions and expiry interleave
 # with the writes.
 
-# shellcheck source=harness.sh disable=SC2154 # rfs_stat/rfs_helper use printf -v
-. "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+# shellcheck source=../common/harness.sh disable=SC2154 # rfs_stat/rfs_helper use printf -v
+. "$(dirname "${BASH_SOURCE[0]}")/../common/harness.sh"
 
 rfs_init
 rfs_helper CONCURRENT concurrent

@@ -10,8 +10,8 @@
 # and crashwriter verify checks every logged value. Two rounds: the second
 # crashes a database that already went through one.
 
-# shellcheck source=harness.sh disable=SC2154 # rfs_stat/rfs_helper use printf -v
-. "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+# shellcheck source=../common/harness.sh disable=SC2154 # rfs_stat/rfs_helper use printf -v
+. "$(dirname "${BASH_SOURCE[0]}")/../common/harness.sh"
 
 rfs_init
 rfs_helper CRASHWRITER crashwriter

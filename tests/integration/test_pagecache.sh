@@ -16,8 +16,8 @@
 # test waits (bounded, polling) until the daemon has processed every
 # RELEASE: the kernel sends them after close() returns.
 
-# shellcheck source=harness.sh disable=SC2154 # rfs_stat uses printf -v
-. "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+# shellcheck source=../common/harness.sh disable=SC2154 # rfs_stat uses printf -v
+. "$(dirname "${BASH_SOURCE[0]}")/../common/harness.sh"
 
 rfs_init
 rfs_mount

@@ -6,8 +6,8 @@
 # EPERM, EACCES/EROFS), mv across regions, and open files that keep the
 # value they opened while it is overwritten or removed.
 
-# shellcheck source=harness.sh disable=SC2154 # rfs_stat/rfs_helper use printf -v
-. "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+# shellcheck source=../common/harness.sh disable=SC2154 # rfs_stat/rfs_helper use printf -v
+. "$(dirname "${BASH_SOURCE[0]}")/../common/harness.sh"
 
 rfs_init
 rfs_mount

@@ -10,8 +10,8 @@
 # cache starts empty whatever the daemon does at write time (write-through
 # or not): the first read of a key must then be a miss.
 
-# shellcheck source=harness.sh disable=SC2154 # rfs_stat/rfs_helper use printf -v
-. "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+# shellcheck source=../common/harness.sh disable=SC2154 # rfs_stat/rfs_helper use printf -v
+. "$(dirname "${BASH_SOURCE[0]}")/../common/harness.sh"
 
 rfs_init
 rfs_mount

@@ -16,6 +16,7 @@
  * thousand regions, a region without a live cache, bad indexes).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -575,6 +576,135 @@ static void test_empty_view_renders(void **state)
 	free(t);
 }
 
+/* ---- doc/stats.md documents every number ----------------------------- */
+
+/* doc/stats.md, whole; RFS_DOC_STATS is its path (set by meson.build). */
+static char *read_doc(void)
+{
+	FILE *f = fopen(RFS_DOC_STATS, "rb");
+	char *text;
+	long len;
+
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	len = ftell(f);
+	rewind(f);
+	text = calloc(1, (size_t)len + 1);
+	assert_non_null(text);
+	assert_int_equal(fread(text, 1, (size_t)len, f), (size_t)len);
+	fclose(f);
+	return text;
+}
+
+/*
+ * The table row of doc whose first cell starts with "`" name and then
+ * one of the characters of ends, as one string, or NULL. Caller frees.
+ */
+static char *doc_row(const char *doc, const char *name, const char *ends)
+{
+	char *head = NULL, *row = NULL;
+	const char *p, *eol;
+
+	assert_true(asprintf(&head, "\n| `%s", name) > 0);
+	for (p = strstr(doc, head); p; p = strstr(p + 1, head)) {
+		const char *after = p + strlen(head);
+
+		if (*after && strchr(ends, *after)) {
+			eol = strchr(p + 1, '\n');
+			assert_non_null(eol);
+			row = strndup(p + 1, (size_t)(eol - p - 1));
+			break;
+		}
+	}
+	free(head);
+	return row;
+}
+
+/* Fails unless doc has a row "| `name` | kind |" (a stats file line). */
+static void assert_doc_line(const char *doc, const char *name, const char *kind)
+{
+	char *row = doc_row(doc, name, "`"), *want = NULL;
+
+	if (!row)
+		fail_msg("doc/stats.md has no row for the stats line '%s'",
+			 name);
+	assert_true(asprintf(&want, "| `%s` | %s |", name, kind) > 0);
+	if (strncmp(row, want, strlen(want)) != 0)
+		fail_msg("doc/stats.md: '%s' should start '%s'", row, want);
+	free(want);
+	free(row);
+}
+
+/*
+ * Fails unless doc has a metrics row for family prom of the given type
+ * whose text names the stats line (and the label value, if any).
+ */
+static void assert_doc_metric(const char *doc, const char *prom,
+			      const char *type, const char *line,
+			      const char *label)
+{
+	char *row = doc_row(doc, prom, label ? "{" : "`"), *want = NULL;
+
+	if (!row)
+		fail_msg("doc/stats.md has no row for the metric %s", prom);
+	assert_true(asprintf(&want, "` | %s |", type) > 0);
+	if (!strstr(row, want))
+		fail_msg("doc/stats.md: %s should be a %s: %s", prom, type,
+			 row);
+	free(want);
+	assert_true(asprintf(&want, "`%s`", line) > 0);
+	if (!strstr(row, want))
+		fail_msg("doc/stats.md: the row of %s does not name %s", prom,
+			 want);
+	free(want);
+	if (label) {
+		assert_true(asprintf(&want, "\"%s\"", label) > 0);
+		if (!strstr(row, want))
+			fail_msg("doc/stats.md: %s lacks the label value %s",
+				 prom, want);
+		free(want);
+	}
+	free(row);
+}
+
+static bool region_src_is_gauge(int src)
+{
+	return src == REGION_SRC_STRIPE || src == REGION_SRC_REGION;
+}
+
+/* Generated from REGION_STATS and STORE_STATS: a new number needs a row. */
+static void test_every_number_is_documented(void **state)
+{
+	char *doc = read_doc();
+
+	(void)state;
+#define CHECK_REGION(src, id, field, unit, line, prom, label, help)            \
+	do {                                                                   \
+		bool gauge = region_src_is_gauge(src);                         \
+                                                                               \
+		assert_doc_line(doc, line, gauge ? "gauge" : "counter");       \
+		if ((prom)[0])                                                 \
+			assert_doc_metric(doc, prom,                           \
+					  gauge ? "gauge" : "counter", line,   \
+					  label);                              \
+	} while (0);
+	REGION_STATS(CHECK_REGION)
+#undef CHECK_REGION
+#define CHECK_STORE(type, field, unit, line, prom, help)                       \
+	do {                                                                   \
+		const char *t = (type) == STORE_GAUGE ? "gauge" : "counter";   \
+                                                                               \
+		assert_doc_line(doc, line, t);                                 \
+		assert_doc_metric(doc, prom, t, line, NULL);                   \
+	} while (0);
+	STORE_STATS(CHECK_STORE)
+#undef CHECK_STORE
+	/* the sums fs/virtual.c adds after the members of a family */
+	assert_doc_line(doc, "invalidations", "counter");
+	assert_doc_line(doc, "evictions", "counter");
+	free(doc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -589,6 +719,7 @@ int main(void)
 		T(test_region_config_is_config_format_region),
 		T(test_bad_region_index_is_enoent),
 		T(test_empty_view_renders),
+		cmocka_unit_test(test_every_number_is_documented),
 #undef T
 	};
 

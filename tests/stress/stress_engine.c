@@ -178,7 +178,7 @@ int main(void)
 		if (st.flights)
 			FAIL("%" PRIu64 " flights left", st.flights);
 		printf("%s: gets %" PRIu64 " hits %" PRIu64
-		       " hits_unrecorded %" PRIu64 " stripes %u"
+		       " hits_unrecorded %" PRIu64 " stripes %" PRIu64
 		       " max_examined_per_hold %" PRIu64 "\n",
 		       pass ? "s3fifo" : "lru", st.gets, st.hits,
 		       st.hits_unrecorded, st.nstripes,

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "region.h"
+#include "testlib.h"
 
 #define NTHREADS 4
 #define NOPS	 20000
@@ -43,15 +44,9 @@ struct val {
 static atomic_uint_fast64_t db[NKEYS];	 /* committed version */
 static atomic_uint_fast64_t done[NKEYS]; /* newest version past its E2 */
 static atomic_uint_fast64_t fake_ms;
-static atomic_int failures;
 static struct region_limits lim_a, lim_b;
 
-#define FAIL(...)                                                              \
-	do {                                                                   \
-		fprintf(stderr, "stress_region: " __VA_ARGS__);                \
-		fputc('\n', stderr);                                           \
-		atomic_fetch_add(&failures, 1);                                \
-	} while (0)
+#define FAIL(...) tl_report(__VA_ARGS__)
 
 static uint64_t clock_fn(void)
 {
@@ -353,9 +348,8 @@ int main(int argc, char **argv)
 	run(REGION_STRATEGY_LRU, seed);
 	run(REGION_STRATEGY_S3FIFO, seed + 1);
 	region_clock_set(NULL);
-	if (atomic_load(&failures)) {
-		fprintf(stderr, "stress_region: %d failures\n",
-			atomic_load(&failures));
+	if (tl_reported()) {
+		tl_warn("%u failures", tl_reported());
 		return 1;
 	}
 	printf("stress_region: ok\n");

@@ -23,12 +23,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
 
 #include "store.h"
+#include "testlib.h"
 
 #define NKEYS	   8 /* k0..k7, the store's own callers */
 #define NXKEYS	   4 /* x0..x3, the outside writer */
@@ -39,38 +39,17 @@
 struct rec_hdr {
 	uint32_t magic;
 	uint32_t len;  /* payload bytes */
-	uint64_t seed; /* payload[i] = byte i of the seed's xorshift stream */
+	uint64_t seed; /* payload[i] = byte i of the seed's tl_rand() stream */
 };
 
 static struct store *g_st;
 static char g_path[256];
 static atomic_bool g_stop;  /* the outside writer and the poller */
 static atomic_bool g_wstop; /* the workers */
-static atomic_int g_violations;
 static atomic_long g_ops;
 static double g_seconds = 1.5;
 
-#define VIOLATION(...)                                                         \
-	do {                                                                   \
-		fprintf(stderr, "VIOLATION: " __VA_ARGS__);                    \
-		atomic_fetch_add(&g_violations, 1);                            \
-	} while (0)
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static uint64_t xorshift(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
+#define VIOLATION(...) tl_report("VIOLATION: " __VA_ARGS__)
 
 /* Builds a record of payload length len from seed; returns its size. */
 static size_t rec_make(unsigned char *buf, uint64_t seed, uint32_t len)
@@ -81,7 +60,7 @@ static size_t rec_make(unsigned char *buf, uint64_t seed, uint32_t len)
 
 	memcpy(buf, &h, sizeof(h));
 	for (i = 0; i < len; i++)
-		buf[sizeof(h) + i] = (unsigned char)xorshift(&s);
+		buf[sizeof(h) + i] = (unsigned char)tl_rand(&s);
 	return sizeof(h) + len;
 }
 
@@ -98,7 +77,7 @@ static bool rec_ok(const unsigned char *buf, size_t n)
 		return false;
 	s = h.seed;
 	for (i = 0; i < h.len; i++) {
-		if (buf[sizeof(h) + i] != (unsigned char)xorshift(&s))
+		if (buf[sizeof(h) + i] != (unsigned char)tl_rand(&s))
 			return false;
 	}
 	return true;
@@ -107,7 +86,7 @@ static bool rec_ok(const unsigned char *buf, size_t n)
 /* Mostly small values, now and then one that spills to overflow pages. */
 static uint32_t rec_len(uint64_t *rng)
 {
-	uint64_t r = xorshift(rng);
+	uint64_t r = tl_rand(rng);
 
 	return r % 16 == 0 ? (uint32_t)(r >> 8) % 65536
 			   : (uint32_t)(r >> 8) % 512;
@@ -124,9 +103,9 @@ static void do_load(const char *key)
 	if (rc == -ENOENT)
 		return;
 	if (rc)
-		VIOLATION("load %s: %d\n", key, rc);
+		VIOLATION("load %s: %d", key, rc);
 	else if (!rec_ok(data, m.size) || m.version == 0 || m.mtime_ns <= 0)
-		VIOLATION("load %s: malformed value (%" PRIu64 " bytes)\n", key,
+		VIOLATION("load %s: malformed value (%" PRIu64 " bytes)", key,
 			  m.size);
 	free(data);
 }
@@ -145,9 +124,9 @@ static int list_cb(void *ctx, const void *key, size_t klen,
 	memcpy(k, key, klen);
 	k[klen] = '\0';
 	if (c->n && strcmp(c->last, k) >= 0)
-		VIOLATION("list: %s after %s\n", k, c->last);
+		VIOLATION("list: %s after %s", k, c->last);
 	if ((k[0] != 'k' && k[0] != 'x') || meta->size < sizeof(struct rec_hdr))
-		VIOLATION("list: bad entry %s (%" PRIu64 " bytes)\n", k,
+		VIOLATION("list: bad entry %s (%" PRIu64 " bytes)", k,
 			  meta->size);
 	strcpy(c->last, k);
 	c->n++;
@@ -160,13 +139,13 @@ static void do_list(void)
 	int rc = store_list(g_st, "s", NULL, 0, 100, list_cb, &c);
 
 	if (rc < 0 || rc != c.n || rc > NKEYS + NXKEYS)
-		VIOLATION("list: %d (saw %d)\n", rc, c.n);
+		VIOLATION("list: %d (saw %d)", rc, c.n);
 }
 
 static void worker_op(uint64_t *rng, unsigned char *buf)
 {
 	char key[8], key2[8];
-	uint64_t r = xorshift(rng);
+	uint64_t r = tl_rand(rng);
 	size_t n;
 	int rc = 0;
 
@@ -176,7 +155,7 @@ static void worker_op(uint64_t *rng, unsigned char *buf)
 	case 0:
 	case 1:
 	case 2:
-		n = rec_make(buf, xorshift(rng), rec_len(rng));
+		n = rec_make(buf, tl_rand(rng), rec_len(rng));
 		rc = store_put(g_st, "s", key, strlen(key), buf, n,
 			       r % 50 == 0 ? STORE_DURABLE : 0, NULL);
 		break;
@@ -199,7 +178,7 @@ static void worker_op(uint64_t *rng, unsigned char *buf)
 		break;
 	}
 	if (rc && rc != -ENOENT)
-		VIOLATION("change of %s: %d\n", key, rc);
+		VIOLATION("change of %s: %d", key, rc);
 	atomic_fetch_add_explicit(&g_ops, 1, memory_order_relaxed);
 }
 
@@ -244,15 +223,15 @@ static void *outside_main(void *arg)
 		abort();
 	while (!atomic_load(&g_stop)) {
 		snprintf(key, sizeof(key), "x%u",
-			 (unsigned)(xorshift(&rng) % NXKEYS));
-		n = rec_make(buf, xorshift(&rng), rec_len(&rng));
+			 (unsigned)(tl_rand(&rng) % NXKEYS));
+		n = rec_make(buf, tl_rand(&rng), rec_len(&rng));
 		sqlite3_bind_text(put, 1, key, -1, SQLITE_STATIC);
 		sqlite3_bind_blob(put, 2, buf, (int)n, SQLITE_STATIC);
 		sqlite3_bind_text(del, 1, key, -1, SQLITE_STATIC);
-		s = xorshift(&rng) % 4 ? put : del;
+		s = tl_rand(&rng) % 4 ? put : del;
 		rc = sqlite3_step(s);
 		if (rc != SQLITE_DONE)
-			VIOLATION("outside write: %s\n", sqlite3_errmsg(db));
+			VIOLATION("outside write: %s", sqlite3_errmsg(db));
 		sqlite3_reset(s);
 		usleep(1000); /* a script's pace; a tight loop starves us */
 	}
@@ -276,7 +255,7 @@ static int feed_cb(void *ctx, const char *region, const void *key, size_t klen)
 		return 0;
 	}
 	if (strcmp(region, "s") || klen < 2 || ((const char *)key)[0] != 'x')
-		VIOLATION("feed reported our own change %s/%.*s\n", region,
+		VIOLATION("feed reported our own change %s/%.*s", region,
 			  (int)klen, (const char *)key);
 	ps->changes++;
 	return 0;
@@ -293,9 +272,9 @@ static void *poller_main(void *arg)
 	while (!atomic_load(&g_stop)) {
 		rc = store_changes(g_st, &cursor, feed_cb, ps);
 		if (rc < 0)
-			VIOLATION("store_changes: %d\n", rc);
+			VIOLATION("store_changes: %d", rc);
 		if (++ps->polls % 200 == 0 && store_changes_prune(g_st, 0) < 0)
-			VIOLATION("prune failed\n");
+			VIOLATION("prune failed");
 	}
 	return NULL;
 }
@@ -305,7 +284,7 @@ static int run_mixed(void)
 	pthread_t w[NWORKERS], out, poll;
 	struct poll_stats ps = {0};
 	struct store_stats s;
-	double t0 = now_s();
+	double t0 = tl_now_s();
 	int i, round;
 
 	pthread_create(&out, NULL, outside_main, NULL);
@@ -315,7 +294,7 @@ static int run_mixed(void)
 		for (i = 0; i < NWORKERS; i++)
 			pthread_create(&w[i], NULL, worker_main,
 				       (void *)(uintptr_t)(round * 16 + i + 1));
-		while (now_s() - t0 < g_seconds * (round + 1) / 2)
+		while (tl_now_s() - t0 < g_seconds * (round + 1) / 2)
 			usleep(10000); /* the run's length, not a race */
 		atomic_store(&g_wstop, true);
 		for (i = 0; i < NWORKERS; i++)
@@ -328,7 +307,7 @@ static int run_mixed(void)
 	printf("mixed: %ld ops in %.1f s, %" PRIu64 " commits, %" PRIu64
 	       " rows, max batch %" PRIu64 ", %ld feed changes, %ld "
 	       "invalidations, %ld polls\n",
-	       atomic_load(&g_ops), now_s() - t0, s.commits, s.rows,
+	       atomic_load(&g_ops), tl_now_s() - t0, s.commits, s.rows,
 	       s.max_batch, ps.changes, ps.invalidations, ps.polls);
 	return 0;
 }
@@ -349,12 +328,12 @@ static void *bench_main(void *arg)
 	int rc;
 
 	memset(val, 'v', sizeof(val));
-	while (now_s() < a->until) {
+	while (tl_now_s() < a->until) {
 		snprintf(key, sizeof(key), "b%d-%ld", a->id, a->puts % 1000);
 		rc = store_put(g_st, "bench", key, strlen(key), val,
 			       sizeof(val), 0, NULL);
 		if (rc)
-			VIOLATION("bench put: %d\n", rc);
+			VIOLATION("bench put: %d", rc);
 		a->puts++;
 	}
 	return NULL;
@@ -365,7 +344,7 @@ static void run_bench(int nthreads, double seconds)
 	struct bench_arg a[8];
 	struct store_stats s0, s1;
 	pthread_t t[8];
-	double t0 = now_s();
+	double t0 = tl_now_s();
 	long puts = 0;
 	int i;
 
@@ -381,7 +360,8 @@ static void run_bench(int nthreads, double seconds)
 	store_stats(g_st, &s1);
 	printf("bench: %d thread(s): %.0f puts/s (%ld puts, %" PRIu64
 	       " commits, %.1f puts/commit, mean commit %.0f us)\n",
-	       nthreads, puts / (now_s() - t0), puts, s1.commits - s0.commits,
+	       nthreads, puts / (tl_now_s() - t0), puts,
+	       s1.commits - s0.commits,
 	       (double)puts / (double)(s1.commits - s0.commits),
 	       (s1.commit_ns - s0.commit_ns) / 1e3 /
 		       (double)(s1.commits - s0.commits));
@@ -413,7 +393,7 @@ int main(void)
 	unlink(p);
 	unlink(g_path);
 	rmdir(dir);
-	v = atomic_load(&g_violations);
+	v = (int)tl_reported();
 	printf("%s: %d violation(s)\n", v ? "FAIL" : "OK", v);
 	return v ? 1 : 0;
 }

@@ -750,6 +750,97 @@ static void test_lines_between_200_and_1024_bytes_work(void **state)
 	free(x);
 }
 
+/*
+ * The reader hands inih a setting only when it fits inih's 200-byte
+ * buffer (with "\n" and NUL); longer ones go to the handler directly.
+ * Around that edge every value is read whole and the line numbers of the
+ * lines after it stay exact.
+ */
+static void test_settings_around_inih_buffer_size_are_read_whole(void **state)
+{
+	size_t len;
+
+	(void)state;
+	for (len = 190; len <= 210; len++) {
+		/* "max_bytes = " is 12 bytes, "2M" 2: the rest are zeros */
+		char *zeros = repeat('0', len - 14);
+		char *t = xprintf("[a]\nmax_bytes = %s2M\n", zeros);
+		char *bad = xprintf("[a]\nmax_bytes = %s2M\nttl = x\n", zeros);
+		struct config *c = parse_ok(t);
+
+		assert_int_equal(strlen(strchr(t, '\n') + 1), len + 1);
+		assert_int_equal(only_region(c)->lim.max_bytes, 2 * MIB);
+		config_free(c);
+		expect_error(bad, "t.ini:3: ttl: expected a duration like 30s, "
+				  "5m, 2h or 1d (0 = never), got 'x'");
+		free(zeros);
+		free(t);
+		free(bad);
+	}
+}
+
+/* A key too long for inih's buffer is still named in the message. */
+static void test_long_unknown_key_is_reported_on_its_line(void **state)
+{
+	char *k = repeat('k', 300);
+	char *t = xprintf("[a]\n\n%s = 1\n", k);
+	char *m;
+
+	(void)state;
+	k[64] = '\0';
+	m = xprintf("t.ini:3: unknown key '%s...' (valid: max_entries, "
+		    "max_bytes, max_value_size, ttl, tti, stripes, strategy, "
+		    "durable)",
+		    k);
+	expect_error(t, m);
+	free(k);
+	free(t);
+	free(m);
+}
+
+/*
+ * inih splits "key: value" at the ':'; we split at the first '=' only, so
+ * a ':' before it is part of the key and one after it part of the value.
+ */
+static void test_colon_is_not_a_separator(void **state)
+{
+	(void)state;
+	expect_error("[a]\nmax:bytes = 1M\n",
+		     "t.ini:2: unknown key 'max:bytes' (valid: max_entries, "
+		     "max_bytes, max_value_size, ttl, tti, stripes, strategy, "
+		     "durable)");
+	expect_error("[a]\nttl = 1:30\n",
+		     "t.ini:2: ttl: expected a duration like 30s, 5m, 2h or 1d "
+		     "(0 = never), got '1:30'");
+	expect_error("[a]\nttl :\n",
+		     "t.ini:2: expected '=' between key and value (':' is not "
+		     "accepted)");
+}
+
+/* inih would skip a byte order mark at the start of line 1 after ours. */
+static void test_only_one_byte_order_mark_is_skipped(void **state)
+{
+	(void)state;
+	expect_error("\xef\xbb\xbf\xef\xbb\xbfttl = 1h\n[a]\n",
+		     "t.ini:1: key '\\xef\\xbb\\xbfttl' outside a section (put "
+		     "it under [defaults] or a [region])");
+	expect_error("\xef\xbb\xbf\xef\xbb\xbf[a]\n",
+		     "t.ini:1: expected 'key = value', '[region]' or a "
+		     "comment");
+}
+
+/* Whitespace inih would trim silently is a control character to us. */
+static void test_control_characters_inih_would_trim_are_refused(void **state)
+{
+	(void)state;
+	expect_error("[a]\nttl = 1h\x0c\n",
+		     "t.ini:2: control character 0x0c in line (column 9)");
+	expect_error("[a]\n\x0bttl = 1h\n",
+		     "t.ini:2: control character 0x0b in line (column 1)");
+	expect_error("[a]\nttl\r= 1h\n",
+		     "t.ini:2: control character 0x0d in line (column 4)");
+}
+
 static void test_indented_lines_are_refused(void **state)
 {
 	struct config *c;
@@ -923,6 +1014,28 @@ static void test_load_refuses_nul_bytes(void **state)
 	assert_int_equal(config_load(path, &c, err, sizeof(err)), -EINVAL);
 	assert_null(c);
 	msg = xprintf("%s:3: line contains a NUL byte", path);
+	assert_string_equal(err, msg);
+	unlink(path);
+	free(path);
+	free(msg);
+}
+
+/*
+ * inih would end the line at the NUL and set ttl = 1h: the reader refuses
+ * the line.
+ */
+static void test_load_refuses_nul_in_a_setting(void **state)
+{
+	static const char text[] = "[a]\nttl = 1h\0 2h\n";
+	char *path = write_temp(text, sizeof(text) - 1);
+	char err[CONFIG_ERR_LEN];
+	struct config *c = NULL;
+	char *msg;
+
+	(void)state;
+	assert_int_equal(config_load(path, &c, err, sizeof(err)), -EINVAL);
+	assert_null(c);
+	msg = xprintf("%s:2: line contains a NUL byte", path);
 	assert_string_equal(err, msg);
 	unlink(path);
 	free(path);
@@ -1200,6 +1313,13 @@ int main(void)
 		cmocka_unit_test(test_line_over_1024_bytes_is_refused),
 		cmocka_unit_test(test_long_comment_cannot_set_a_key),
 		cmocka_unit_test(test_lines_between_200_and_1024_bytes_work),
+		cmocka_unit_test(
+			test_settings_around_inih_buffer_size_are_read_whole),
+		cmocka_unit_test(test_long_unknown_key_is_reported_on_its_line),
+		cmocka_unit_test(test_colon_is_not_a_separator),
+		cmocka_unit_test(test_only_one_byte_order_mark_is_skipped),
+		cmocka_unit_test(
+			test_control_characters_inih_would_trim_are_refused),
 		cmocka_unit_test(test_indented_lines_are_refused),
 		cmocka_unit_test(test_inline_comments_need_a_blank_before),
 		cmocka_unit_test(
@@ -1210,6 +1330,7 @@ int main(void)
 		cmocka_unit_test(test_load_reads_a_file),
 		cmocka_unit_test(test_load_names_the_path_in_errors),
 		cmocka_unit_test(test_load_refuses_nul_bytes),
+		cmocka_unit_test(test_load_refuses_nul_in_a_setting),
 		cmocka_unit_test(test_load_reports_unreadable_files),
 		cmocka_unit_test(test_load_refuses_huge_files),
 		cmocka_unit_test(test_format_round_trips),

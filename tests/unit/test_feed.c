@@ -1,14 +1,15 @@
 /*
  * test_feed.c - unit tests of the change-feed thread (fs/feed.c).
  *
- * feed.c is compiled into this program (#include at the bottom of the
- * seams below) so that a poll can be driven one step at a time and its
- * seams replaced: store_changes() and store_changes_head() go through
- * wrappers that fail on demand, and its clock (clock_gettime) through a
- * fake one the tests set. The rest is real: the daemon's store on a temp
- * file, regions of the engine, and an outside writer (a plain sqlite3
- * connection, as the shell or a loader script would use). The daemon's
- * region table, rfs_log() and struct rfs are small stubs here.
+ * The test links the daemon's library (libregionfs-fs) and drives the feed
+ * one poll at a time (rfs_feed__poll(), no thread) through seams made at
+ * link time (--wrap, tests/unit/meson.build): store_changes() and
+ * store_changes_head() fail on demand, the feed's clock (rfs_mono_ns())
+ * is a fake one the tests set, rfs_log() counts what was logged, and the
+ * region table is two regions of the fixture. The rest is real: the
+ * daemon's store on a temp file, regions of the engine, and an outside
+ * writer (a plain sqlite3 connection, as the shell or a loader script
+ * would use).
  *
  * Nothing sleeps to let a race happen. The concurrency test checks an
  * invariant that must hold under any interleaving (a read that starts
@@ -16,15 +17,8 @@
  * for conditions (read counts), not for time. The thread test waits, with
  * a generous deadline, for the condition the thread must bring about.
  *
- * Build: needs fuse3's headers (fs.h) besides the store and the engine,
- * so tests/unit/meson.build's module loops do not pick it up; it is built
- * by its own lines there:
- *   if fuse_dep.found() and fsmod.exists('test_feed.c')
- *     exe = executable('test_feed', 'test_feed.c',
- *       c_args: ['-DFUSE_USE_VERSION=312'],
- *       dependencies: [regions_dep, store_dep, fuse_dep, cmocka_dep])
- *     test('feed', exe, suite: ['unit'], timeout: 120)
- *   endif
+ * Build: tests/unit/meson.build links it with fs_dep and the --wrap
+ * options of the seams above.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -44,7 +38,7 @@
 
 #include "../../fs/fs.h"
 
-/* ---- seams into feed.c --------------------------------------------------- */
+/* ---- seams (linked with --wrap, see tests/unit/meson.build) ------------- */
 
 static int head_fail_n;	   /* the next n store_changes_head() fail */
 static int changes_fail_n; /* the next n store_changes() fail */
@@ -52,47 +46,52 @@ static int fail_rc = -EAGAIN;
 static uint64_t fake_ns;      /* 0: the real clock */
 static uint64_t fake_step_ns; /* added to fake_ns after every read */
 
-static int test_store_changes_head(struct store *st, uint64_t *cursor)
+int __real_store_changes_head(struct store *st, uint64_t *cursor);
+int __real_store_changes(struct store *st, uint64_t *cursor,
+			 store_change_fn fn, void *ctx);
+uint64_t __real_rfs_mono_ns(void);
+int __wrap_store_changes_head(struct store *st, uint64_t *cursor);
+int __wrap_store_changes(struct store *st, uint64_t *cursor,
+			 store_change_fn fn, void *ctx);
+uint64_t __wrap_rfs_mono_ns(void);
+struct rfs_table *__wrap_rfs_table_ref(void);
+void __wrap_rfs_table_unref(struct rfs_table *t);
+struct rfs_region *__wrap_rfs_table_find(const struct rfs_table *t,
+					 const char *name);
+void __wrap_rfs_log(enum rfs_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+int __wrap_store_changes_head(struct store *st, uint64_t *cursor)
 {
 	if (head_fail_n > 0) {
 		head_fail_n--;
 		return fail_rc;
 	}
-	return store_changes_head(st, cursor);
+	return __real_store_changes_head(st, cursor);
 }
 
-static int test_store_changes(struct store *st, uint64_t *cursor,
-			      store_change_fn fn, void *ctx)
+int __wrap_store_changes(struct store *st, uint64_t *cursor,
+			 store_change_fn fn, void *ctx)
 {
 	if (changes_fail_n > 0) {
 		changes_fail_n--;
 		return fail_rc;
 	}
-	return store_changes(st, cursor, fn, ctx);
+	return __real_store_changes(st, cursor, fn, ctx);
 }
 
-static int test_clock_gettime(clockid_t clk, struct timespec *ts)
+/* The feed's clock (state.c's rfs_mono_ns()). */
+uint64_t __wrap_rfs_mono_ns(void)
 {
+	uint64_t now = fake_ns;
+
 	if (!fake_ns)
-		return clock_gettime(clk, ts);
-	ts->tv_sec = (time_t)(fake_ns / 1000000000);
-	ts->tv_nsec = (long)(fake_ns % 1000000000);
+		return __real_rfs_mono_ns();
 	fake_ns += fake_step_ns;
-	return 0;
+	return now;
 }
 
-#define store_changes_head(...) test_store_changes_head(__VA_ARGS__)
-#define store_changes(...)	test_store_changes(__VA_ARGS__)
-#define clock_gettime(...)	test_clock_gettime(__VA_ARGS__)
-#include "../../fs/feed.c"
-#undef store_changes_head
-#undef store_changes
-#undef clock_gettime
-
-/* ---- stubs of the daemon ------------------------------------------------- */
-
-struct rfs rfs;
-
+/* The region table the feed sees: two regions the fixture makes. */
 static struct rfs_table table;
 static struct rfs_region *table_v[2];
 static struct rfs_region region_a = {.cfg = {.name = "a"}};
@@ -101,13 +100,13 @@ static struct rfs_region region_b = {.cfg = {.name = "b"}};
 static unsigned nlog[RFS_LOG_DEBUG + 1];
 static char last_log[1024];
 
-struct rfs_table *rfs_table_get(void)
+struct rfs_table *__wrap_rfs_table_ref(void)
 {
 	atomic_fetch_add(&table.refs, 1);
 	return &table;
 }
 
-void rfs_table_put(struct rfs_table *t)
+void __wrap_rfs_table_unref(struct rfs_table *t)
 {
 	unsigned long old = atomic_fetch_sub(&t->refs, 1);
 
@@ -115,7 +114,8 @@ void rfs_table_put(struct rfs_table *t)
 		abort();
 }
 
-struct rfs_region *rfs_table_find(const struct rfs_table *t, const char *name)
+struct rfs_region *__wrap_rfs_table_find(const struct rfs_table *t,
+					 const char *name)
 {
 	size_t i;
 
@@ -125,7 +125,8 @@ struct rfs_region *rfs_table_find(const struct rfs_table *t, const char *name)
 	return NULL;
 }
 
-void rfs_log(enum rfs_log_level level, const char *fmt, ...)
+/* What the feed logged, counted by level. */
+void __wrap_rfs_log(enum rfs_log_level level, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -176,9 +177,7 @@ static int setup(void **state)
 	memset(nlog, 0, sizeof(nlog));
 	head_fail_n = changes_fail_n = 0;
 	fake_ns = fake_step_ns = 0;
-	atomic_store(&feed.changes, 0);
-	atomic_store(&feed.lag_ms, 0);
-	feed_init();
+	rfs_feed__reset();
 	*state = f;
 	return 0;
 }
@@ -205,6 +204,21 @@ static int teardown(void **state)
 }
 
 /* ---- helpers ------------------------------------------------------------- */
+
+static uint64_t feed_cursor(bool *have)
+{
+	bool h;
+
+	return rfs_feed__cursor(have ? have : &h);
+}
+
+static bool feed_has_cursor(void)
+{
+	bool have;
+
+	feed_cursor(&have);
+	return have;
+}
 
 static void outside_sql(struct fixture *f, const char *sql)
 {
@@ -245,7 +259,7 @@ static unsigned poll_all(void)
 {
 	unsigned n = 1;
 
-	while (feed_poll(&feed.s))
+	while (rfs_feed__poll())
 		n++;
 	return n;
 }
@@ -302,11 +316,11 @@ static void test_outside_update_invalidates_cached_key(void **state)
 	put("a", "red", "old");
 	cache(&region_a, "red", "old");
 	cache(&region_a, "blue", "other");
-	assert_false(feed_poll(&feed.s));
+	assert_false(rfs_feed__poll());
 	assert_true(cached(&region_a, "red")); /* our own put: skipped */
 	outside_sql(f, "UPDATE kv SET value = 'new' WHERE region = 'a' AND "
 		       "key = 'red'");
-	assert_false(feed_poll(&feed.s));
+	assert_false(rfs_feed__poll());
 	assert_false(cached(&region_a, "red"));
 	assert_true(cached(&region_a, "blue"));
 	assert_int_equal(changes_applied(), 1);
@@ -341,7 +355,7 @@ static void test_own_writes_are_not_outside_changes(void **state)
 	put("a", "k", "v2"); /* the write path invalidated it (E1/E2) */
 	put("a", "other", "x");
 	assert_int_equal(store_delete(rfs.st, "a", "other", 5, 0), 0);
-	assert_false(feed_poll(&feed.s));
+	assert_false(rfs_feed__poll());
 	assert_true(cached(&region_a, "k"));
 	assert_int_equal(changes_applied(), 0);
 	assert_int_equal(outside_invalidations(&region_a), 0);
@@ -354,7 +368,7 @@ static void test_change_in_unserved_region_is_ignored(void **state)
 	cache(&region_a, "k", "v");
 	outside_sql(f, "INSERT INTO kv(region, key, value) VALUES "
 		       "('not-served', 'k', 'x')");
-	assert_false(feed_poll(&feed.s));
+	assert_false(rfs_feed__poll());
 	assert_true(cached(&region_a, "k"));
 	assert_int_equal(changes_applied(), 0);
 }
@@ -362,8 +376,8 @@ static void test_change_in_unserved_region_is_ignored(void **state)
 static void test_idle_poll_takes_nothing(void **state)
 {
 	(void)state;
-	assert_false(feed_poll(&feed.s));
-	assert_false(feed_poll(&feed.s));
+	assert_false(rfs_feed__poll());
+	assert_false(rfs_feed__poll());
 	/* the table is taken on the first change only */
 	assert_int_equal(atomic_load(&table.refs), 1);
 	assert_int_equal(changes_applied(), 0);
@@ -390,7 +404,7 @@ static void test_outside_change_poisons_load_in_the_air(void **state)
 	assert_int_equal(store_load(rfs.st, "a", "k", 1, &data, &m), 0);
 	outside_sql(f, "UPDATE kv SET value = 'new' WHERE region = 'a' AND "
 		       "key = 'k'");
-	assert_false(feed_poll(&feed.s));
+	assert_false(rfs_feed__poll());
 	v = region_value_adopt(data, m.size);
 	assert_non_null(v);
 	assert_int_equal(region_flight_done(region_a.r, fl, 0, v, &got), 0);
@@ -427,7 +441,7 @@ static unsigned count_cached(unsigned n)
 }
 
 /*
- * 10,000 changes in one transaction are applied FEED_BATCH at a time, the
+ * 10,000 changes in one transaction are applied RFS_FEED_BATCH at a time, the
  * cursor moving batch by batch, and none is lost. The fake clock stands
  * still, so the backlog never looks slow enough to jump.
  */
@@ -445,11 +459,11 @@ static void test_backlog_is_applied_in_bounded_batches(void **state)
 	cache_bulk(n);
 	cache(&region_b, "k000001", "other region");
 	outside_bulk(f, n, "gen2");
-	assert_true(feed_poll(&feed.s)); /* stopped at the bound */
-	assert_int_equal(changes_applied() - c0, FEED_BATCH);
-	assert_int_equal(count_cached(n), n - FEED_BATCH);
+	assert_true(rfs_feed__poll()); /* stopped at the bound */
+	assert_int_equal(changes_applied() - c0, RFS_FEED_BATCH);
+	assert_int_equal(count_cached(n), n - RFS_FEED_BATCH);
 	assert_int_equal(atomic_load(&table.refs), 1);
-	assert_int_equal(poll_all(), (n + FEED_BATCH - 1) / FEED_BATCH - 1);
+	assert_int_equal(poll_all(), (n + RFS_FEED_BATCH - 1) / RFS_FEED_BATCH - 1);
 	assert_int_equal(changes_applied() - c0, n);
 	assert_int_equal(count_cached(n), 0);
 	assert_true(cached(&region_b, "k000001"));
@@ -457,7 +471,7 @@ static void test_backlog_is_applied_in_bounded_batches(void **state)
 }
 
 /*
- * A backlog that would take longer than FEED_BULK_MS key by key (here:
+ * A backlog that would take longer than RFS_FEED_BULK_MS key by key (here:
  * the fake clock moves 100 ms per reading, so the first batch "took" that
  * long) invalidates every region once and jumps to the head.
  */
@@ -475,15 +489,15 @@ static void test_slow_backlog_invalidates_everything_once(void **state)
 	cache(&region_b, "elsewhere", "x");
 	outside_bulk(f, n, "gen2");
 	fake_step_ns = 100000000;
-	assert_true(feed_poll(&feed.s));
+	assert_true(rfs_feed__poll());
 	assert_int_equal(store_changes_head(rfs.st, &head), 0);
-	assert_int_equal(feed.s.cursor, head);
-	assert_int_equal(changes_applied() - c0, FEED_BATCH + 1);
+	assert_int_equal(feed_cursor(NULL), head);
+	assert_int_equal(changes_applied() - c0, RFS_FEED_BATCH + 1);
 	assert_int_equal(count_cached(100), 0);
 	assert_false(cached(&region_b, "elsewhere"));
 	assert_int_equal(nlog[RFS_LOG_NOTICE], 1);
 	assert_non_null(strstr(last_log, "invalidated every region"));
-	assert_false(feed_poll(&feed.s)); /* nothing left */
+	assert_false(rfs_feed__poll()); /* nothing left */
 	assert_non_null(strstr(last_log, "a backlog of"));
 }
 
@@ -497,16 +511,16 @@ static void test_short_error_streak_logs_once_and_loses_nothing(void **state)
 	cache(&region_a, "k", "v");
 	cache(&region_b, "other", "v");
 	fake_ns = 1000000000;
-	fake_step_ns = 1000000; /* 20 polls: well under FEED_STALE_MS */
+	fake_step_ns = 1000000; /* 20 polls: well under RFS_FEED_STALE_MS */
 	changes_fail_n = 20;
 	outside_sql(f, "INSERT INTO kv(region, key, value) VALUES "
 		       "('a', 'k', 'x')");
 	for (i = 0; i < 20; i++)
-		assert_false(feed_poll(&feed.s));
+		assert_false(rfs_feed__poll());
 	assert_true(cached(&region_a, "k"));
 	assert_int_equal(nlog[RFS_LOG_WARNING], 1);
 	assert_non_null(strstr(last_log, strerror(EAGAIN)));
-	assert_false(feed_poll(&feed.s));
+	assert_false(rfs_feed__poll());
 	assert_false(cached(&region_a, "k"));
 	assert_true(cached(&region_b, "other")); /* no invalidate-all */
 	assert_int_equal(nlog[RFS_LOG_NOTICE], 1);
@@ -524,9 +538,9 @@ static void test_long_error_streak_invalidates_everything(void **state)
 	fake_step_ns = 100000000; /* 100 ms a reading: > 1 s in all */
 	changes_fail_n = 10;
 	while (changes_fail_n)
-		assert_false(feed_poll(&feed.s));
+		assert_false(rfs_feed__poll());
 	assert_true(cached(&region_b, "other"));
-	assert_false(feed_poll(&feed.s));
+	assert_false(rfs_feed__poll());
 	assert_false(cached(&region_a, "k"));
 	assert_false(cached(&region_b, "other"));
 	assert_non_null(strstr(last_log, "invalidated every region"));
@@ -537,15 +551,15 @@ static void test_head_unreadable_at_start_invalidates_when_known(void **state)
 {
 	(void)state;
 	head_fail_n = 3;
-	feed_init();
-	assert_false(feed.s.have_cursor);
+	rfs_feed__reset();
+	assert_false(feed_has_cursor());
 	assert_int_equal(nlog[RFS_LOG_WARNING], 1);
 	cache(&region_a, "k", "loaded meanwhile");
-	assert_false(feed_poll(&feed.s));
-	assert_false(feed_poll(&feed.s));
+	assert_false(rfs_feed__poll());
+	assert_false(rfs_feed__poll());
 	assert_true(cached(&region_a, "k"));
-	assert_false(feed_poll(&feed.s)); /* the head is read now */
-	assert_true(feed.s.have_cursor);
+	assert_false(rfs_feed__poll()); /* the head is read now */
+	assert_true(feed_has_cursor());
 	assert_false(cached(&region_a, "k"));
 	assert_int_equal(nlog[RFS_LOG_WARNING], 1);
 	assert_int_equal(nlog[RFS_LOG_NOTICE], 1);
@@ -561,7 +575,7 @@ static void test_feed_pruned_past_cursor_invalidates_everything(void **state)
 	outside_sql(f, "INSERT INTO kv(region, key, value) VALUES "
 		       "('a', 'x', 'y')");
 	outside_sql(f, "DELETE FROM changes");
-	assert_false(feed_poll(&feed.s));
+	assert_false(rfs_feed__poll());
 	assert_false(cached(&region_a, "k"));
 	assert_false(cached(&region_b, "other"));
 	assert_int_equal(changes_applied(), 1);
@@ -582,25 +596,25 @@ static void test_lag_bounds_commit_to_invalidation(void **state)
 	struct fixture *f = *state;
 
 	fake_ns = 5000000000;
-	assert_false(feed_poll(&feed.s)); /* complete pass at 5000 ms */
+	assert_false(rfs_feed__poll()); /* complete pass at 5000 ms */
 	outside_sql(f, "INSERT INTO kv(region, key, value) VALUES "
 		       "('a', 'x', '1')");
 	fake_ns = 5010000000;
-	assert_false(feed_poll(&feed.s));
+	assert_false(rfs_feed__poll());
 	assert_int_equal(lag_ms(), 10);
 	/* a streak: the bound runs from the last complete pass (5010) */
 	changes_fail_n = 2;
 	fake_ns = 5020000000;
-	assert_false(feed_poll(&feed.s));
+	assert_false(rfs_feed__poll());
 	fake_ns = 5030000000;
-	assert_false(feed_poll(&feed.s));
+	assert_false(rfs_feed__poll());
 	outside_sql(f, "UPDATE kv SET value = '2' WHERE key = 'x'");
 	fake_ns = 5040000000;
-	assert_false(feed_poll(&feed.s));
+	assert_false(rfs_feed__poll());
 	assert_int_equal(lag_ms(), 30);
 	/* an idle pass changes nothing */
 	fake_ns = 9000000000;
-	assert_false(feed_poll(&feed.s));
+	assert_false(rfs_feed__poll());
 	assert_int_equal(lag_ms(), 30);
 }
 

@@ -1,20 +1,19 @@
 /*
  * test_inode.c - unit tests of the daemon's inode table (fs/inode.c).
  *
- * inode.c is compiled into this program (#include below, as test_feed.c
- * does with feed.c), which gives the tests two seams without a mount:
- *  - the table's write lock is taken through test_wrlock(), which runs an
- *    armed hook once just before taking it. Every window inode.c closes
- *    by looking again under the write lock (a FORGET's count reaching 0
- *    and the free; a LOOKUP's shared miss and its exclusive retry; a
- *    RELEASE racing a FORGET) is driven from there, on one thread, so
- *    the outcome does not depend on scheduling;
- *  - the fixture resets the module's statics that rfs_inode_fini() leaves
- *    as they were (the markers and the gauge: the daemon inits once), and
- *    a few tests look at a node's fields (the anchor's reference).
+ * The test links the daemon's library (libregionfs-fs) like any other
+ * user of inode.c, with two seams and no mount:
+ *  - every pthread_rwlock_wrlock() of the library goes through
+ *    __wrap_pthread_rwlock_wrlock() (linked with --wrap), which runs an
+ *    armed hook once just before taking the lock. Every window inode.c
+ *    closes by looking again under the write lock (a FORGET's count
+ *    reaching 0 and the free; a LOOKUP's shared miss and its exclusive
+ *    retry; a RELEASE racing a FORGET) is driven from there, on one
+ *    thread, so the outcome does not depend on scheduling;
+ *  - a few tests look at a node's fields (the anchor's reference) and the
+ *    table's through rfs_inode__probe().
  * The rest is real: values of the engine stand for the cache's values,
- * tagged with a load serial as handle.c's loads do. The one stub is
- * rfs_value_serial() of handle.c (its body is the same line). Write
+ * tagged with a load serial as handle.c's loads do. Write
  * handles are bare struct rfs_handle carrying the atomics getattr reads.
  *
  * The tests play the kernel: a LOOKUP is rfs_inode_lookup_key() with the
@@ -33,8 +32,7 @@
  * found while writing these tests (fixed: is_promotable() now refuses while
  * any marker names the inode's name).
  *
- * Build: needs fuse3's headers (fs.h) besides the engine, so it is built by
- * its own lines in tests/unit/meson.build, like test_feed.
+ * Build: tests/unit/meson.build links it with fs_dep (the library).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -62,7 +60,14 @@ struct hook {
 
 static struct hook *_Atomic wrlock_hook;
 
-static int test_wrlock(pthread_rwlock_t *l)
+/*
+ * The link-time seam (meson.build links with --wrap=pthread_rwlock_wrlock):
+ * every pthread_rwlock_wrlock() of the fs/ library comes here.
+ */
+int __real_pthread_rwlock_wrlock(pthread_rwlock_t *l);
+int __wrap_pthread_rwlock_wrlock(pthread_rwlock_t *l);
+
+int __wrap_pthread_rwlock_wrlock(pthread_rwlock_t *l)
 {
 	struct hook *h = atomic_exchange(&wrlock_hook, NULL);
 
@@ -70,19 +75,7 @@ static int test_wrlock(pthread_rwlock_t *l)
 		h->fn(h->arg);
 		h->ran++;
 	}
-	return pthread_rwlock_wrlock(l);
-}
-
-#define pthread_rwlock_wrlock(l) test_wrlock(l)
-#include "../../fs/inode.c"
-#undef pthread_rwlock_wrlock
-
-/* ---- stubs of the daemon ------------------------------------------------- */
-
-/* handle.c's, verbatim: the load serial travels as the value's tag. */
-uint64_t rfs_value_serial(const struct region_value *v)
-{
-	return region_value_tag(v);
+	return __real_pthread_rwlock_wrlock(l);
 }
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -252,16 +245,22 @@ static void whandle_set(struct rfs_handle *h, size_t len, uint64_t seq)
 	atomic_store(&h->u.w.dirty, true);
 }
 
-/* The node numbered ino (white box). */
-static struct inode *node_of(fuse_ino_t ino)
+/* The node numbered ino (white box: rfs_inode__probe()). */
+static struct rfs_inode_probe node_of(fuse_ino_t ino)
 {
-	struct inode *n;
+	struct rfs_inode_probe p;
 
-	pthread_rwlock_rdlock(&it.lock);
-	n = find_ino_locked(ino);
-	pthread_rwlock_unlock(&it.lock);
-	assert_non_null(n);
-	return n;
+	assert_int_equal(rfs_inode__probe(ino, &p), 0);
+	return p;
+}
+
+/* The table's figures: hash buckets, markers in use. */
+static struct rfs_inode_probe table_probe(void)
+{
+	struct rfs_inode_probe p;
+
+	rfs_inode__probe(0, &p);
+	return p;
 }
 
 static void arm(struct hook *h)
@@ -272,27 +271,11 @@ static void arm(struct hook *h)
 
 /* ---- fixture ------------------------------------------------------------- */
 
-/*
- * rfs_inode_fini() frees the nodes but leaves the markers and the node
- * gauge as they were (the daemon inits once); every test starts afresh.
- */
-static void reset_statics(void)
-{
-	pthread_mutex_lock(&mk.lock);
-	memset(mk.m, 0, sizeof(mk.m));
-	mk.next = 0;
-	atomic_store(&mk.used, 0);
-	pthread_mutex_unlock(&mk.lock);
-	it.count = 0;
-	atomic_store(&it.nodes, 0);
-}
-
 static int setup(void **state)
 {
 	(void)state;
 	atomic_store(&wrlock_hook, NULL);
-	reset_statics();
-	return rfs_inode_init();
+	return rfs_inode_init(); /* rfs_inode_fini() left nothing behind */
 }
 
 /* Every test gives back every count it took: no inode is left. */
@@ -608,8 +591,8 @@ static void test_table_growth_keeps_every_inode_reachable(void **state)
 		if (i % 5 == 0) /* gone nodes are in by_ino only */
 			rfs_inode_unlinked(R, key, strlen(key), NULL);
 	}
-	assert_true(it.by_ino.mask + 1 >= MANY);
-	assert_true(it.by_name.mask + 1 >= MANY);
+	assert_true(table_probe().ino_buckets >= MANY);
+	assert_true(table_probe().name_buckets >= MANY);
 	for (i = 0; i < MANY; i++) {
 		snprintf(key, sizeof(key), "k%04u", i);
 		assert_string_equal(ident(ino[i]).key, key);
@@ -640,7 +623,7 @@ static void test_first_open_with_row_value_grants_page_cache(void **state)
 	assert_true(pc);
 	assert_ptr_equal(o, v);
 	close_r(ino, o, pc);
-	assert_null(node_of(ino)->pval); /* no page reader: no reference */
+	assert_null(node_of(ino).pval); /* no page reader: no reference */
 	/* the exact value again (same load serial): the page cache again */
 	o = open_r(ino, v, &pc);
 	assert_true(pc);
@@ -667,12 +650,12 @@ static void test_page_cache_readers_share_one_value(void **state)
 	assert_true(pc[0] && pc[1] && pc[2]);
 	assert_ptr_equal(o[1], v);
 	assert_ptr_equal(o[2], v);
-	assert_ptr_equal(node_of(ino)->pval, v);
+	assert_ptr_equal(node_of(ino).pval, v);
 	close_r(ino, o[1], pc[1]);
 	close_r(ino, o[0], pc[0]);
-	assert_ptr_equal(node_of(ino)->pval, v);
+	assert_ptr_equal(node_of(ino).pval, v);
 	close_r(ino, o[2], pc[2]);
-	assert_null(node_of(ino)->pval);
+	assert_null(node_of(ino).pval);
 	assert_int_equal(cls_of(ino), RFS_K_PAGE);
 	rfs_inode_forget(ino, 1);
 }
@@ -724,7 +707,7 @@ static void test_value_of_another_row_at_first_open_turns_direct(void **s)
 	assert_false(pc);
 	assert_ptr_equal(o, v2);
 	assert_int_equal(cls_of(a), RFS_K_DIRECT);
-	assert_false(node_of(a)->anchored);
+	assert_false(node_of(a).anchored);
 	close_r(a, o, pc);
 	/* an outside write the feed has not applied: the cache is older */
 	b = look("old", &m2);
@@ -773,7 +756,7 @@ static void test_write_open_beside_page_readers_estale_then_writer(void **s)
 	close_r(p, o, pc);
 	rfs_inode_forget(p, 4);
 	assert_int_equal(rfs_inode_count(), 0);
-	assert_int_equal(atomic_load(&mk.used), 0);
+	assert_int_equal(table_probe().markers, 0);
 }
 
 static void test_write_open_without_page_readers_takes_inode(void **state)
@@ -858,16 +841,16 @@ static void test_only_the_latest_refusals_are_remembered(void **state)
 
 	(void)state;
 	p = hold_page("k", &m, &v, &o);
-	for (pid = 1000; pid <= 1000 + MARKERS; pid++)
+	for (pid = 1000; pid <= 1000 + RFS_INODE_MARKERS; pid++)
 		assert_int_equal(open_w(p, pid, false, &wo), -ESTALE);
-	assert_int_equal(open_w(p, 1000 + MARKERS, false, &wo), -ESTALE);
-	assert_int_equal(atomic_load(&mk.used), MARKERS);
+	assert_int_equal(open_w(p, 1000 + RFS_INODE_MARKERS, false, &wo), -ESTALE);
+	assert_int_equal(table_probe().markers, RFS_INODE_MARKERS);
 	/* the oldest refusal was dropped: its retry gets the readers' inode */
 	assert_int_equal(look_as("k", &m, 1000, false, &cls), p);
 	assert_int_equal(cls, RFS_K_PAGE);
 	w = look_as("k", &m, 1001, false, &cls);
 	assert_int_equal(cls, RFS_K_WRITE);
-	assert_int_equal(look_as("k", &m, 1000 + MARKERS, false, &cls), w);
+	assert_int_equal(look_as("k", &m, 1000 + RFS_INODE_MARKERS, false, &cls), w);
 	rfs_inode_forget(w, 2);
 	close_r(p, o, true);
 	rfs_inode_forget(p, 2);
@@ -1017,7 +1000,7 @@ static void test_reader_since_invalidation_keeps_inode_unpromoted(void **s)
 	assert_false(pc);
 	close_r(p, o, pc);
 	rfs_inode_cleaned(p, wo.gen);
-	assert_false(node_of(p)->pristine);
+	assert_false(node_of(p).pristine);
 	rfs_inode_close_write(p, false);
 	n = look("k", &m2);
 	assert_true(n != p);
@@ -1317,7 +1300,7 @@ static void test_lookup_between_forget_and_free_revives(void **state)
 	assert_int_equal(h.ran, 1);
 	assert_int_equal(a.ino, ino);
 	assert_true(exists(ino));
-	assert_int_equal(atomic_load(&node_of(ino)->nlookup), 1);
+	assert_int_equal(node_of(ino).nlookup, 1);
 	rfs_inode_forget(ino, 1);
 	assert_false(exists(ino));
 }
@@ -1370,7 +1353,7 @@ static void test_lookup_between_release_and_free_revives(void **state)
 	assert_int_equal(h.ran, 1);
 	assert_int_equal(a.ino, ino);
 	assert_true(exists(ino));
-	assert_int_equal(atomic_load(&node_of(ino)->nlookup), 1);
+	assert_int_equal(node_of(ino).nlookup, 1);
 	rfs_inode_forget(ino, 1);
 	assert_false(exists(ino));
 }
@@ -1393,14 +1376,14 @@ static void test_lookups_racing_to_create_make_one_inode(void **state)
 	ino = look("k", &m);
 	assert_int_equal(h.ran, 1);
 	assert_int_equal(a.ino, ino);
-	assert_int_equal(atomic_load(&node_of(ino)->nlookup), 2);
+	assert_int_equal(node_of(ino).nlookup, 2);
 	/* two CREATEs of one name: one writer's inode */
 	a = (struct look_args){"w", NULL, true, 0};
 	arm(&h);
 	w = create("w", PID_W);
 	assert_int_equal(h.ran, 1);
 	assert_int_equal(a.ino, w);
-	assert_int_equal(atomic_load(&node_of(w)->nlookup), 2);
+	assert_int_equal(node_of(w).nlookup, 2);
 	/* a region directory, the same way */
 	h = (struct hook){hook_region_lookup, &dir2, 0};
 	arm(&h);
@@ -1479,6 +1462,15 @@ static void t_install(struct tkey *k, bool commit)
 	k->v = load(&k->row);
 	pthread_mutex_unlock(&k->mu);
 	region_value_unref(old);
+}
+
+/* Does v hold the row (version, size, mtime)? As inode.c checks it. */
+static bool value_is_row(const struct region_value *v,
+			 const struct store_meta *row)
+{
+	return region_value_version(v) == row->version &&
+	       region_value_len(v) == row->size &&
+	       region_value_mtime(v) == row->mtime_ns;
 }
 
 /* Checks what a read OPEN of ino that found v in the cache served. */
@@ -1705,7 +1697,7 @@ static void test_threads_mixing_lookup_open_write_forget(void **state)
 		      atomic_load(&ts.estale));
 	/* every count was given back: nothing is left, no marker either */
 	assert_int_equal(rfs_inode_count(), 0);
-	assert_int_equal(atomic_load(&mk.used), 0);
+	assert_int_equal(table_probe().markers, 0);
 	for (i = 0; i < T_KEYS; i++) {
 		region_value_unref(ts.keys[i].v);
 		pthread_mutex_destroy(&ts.keys[i].mu);

@@ -1,6 +1,6 @@
 /*
- * feed.c - the store's change feed, and the own-change ranges that let it
- * skip this store's own writes.
+ * changes.c - the store's change feed (store_changes*()), and the
+ * own-change ranges that let it skip this store's own writes.
  *
  * The feed is table changes, filled by triggers on kv (store_sql.h) for
  * every writer: our writer thread, the sqlite3 shell, other processes and
@@ -43,6 +43,7 @@
  * nranges; it is never held across a callback or a query. Everything else
  * here runs on the calling thread's own read connection.
  */
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -59,10 +60,56 @@
 
 /* ---- own-change ranges -------------------------------------------------- */
 
+#ifndef NDEBUG
+uintptr_t store__thread_token(void)
+{
+	static _Thread_local char token;
+
+	return (uintptr_t)&token;
+}
+#endif
+
+void store__ranges_lock(struct store *st)
+{
+	pthread_mutex_lock(&st->ranges_lock);
+#ifndef NDEBUG
+	atomic_store_explicit(&st->ranges_owner, store__thread_token(),
+			      memory_order_relaxed);
+#endif
+}
+
+void store__ranges_unlock(struct store *st)
+{
+	store__assert_ranges_held(st);
+#ifndef NDEBUG
+	atomic_store_explicit(&st->ranges_owner, 0, memory_order_relaxed);
+#endif
+	pthread_mutex_unlock(&st->ranges_lock);
+}
+
+/*
+ * The ranges stay ascending, disjoint and merged when adjacent; checks the
+ * last two, the only ones an addition can break. ranges_lock held.
+ */
+static void ranges_check_tail_locked(const struct store *st)
+{
+#ifndef NDEBUG
+	const struct seq_range *r = st->ranges;
+	size_t n = st->nranges;
+
+	assert(n <= MAX_OWN_RANGES);
+	assert(n == 0 || r[n - 1].lo <= r[n - 1].hi);
+	assert(n < 2 || r[n - 2].hi + 1 < r[n - 1].lo);
+#else
+	(void)st;
+#endif
+}
+
 void store__ranges_add_locked(struct store *st, uint64_t lo, uint64_t hi)
 {
 	struct seq_range *last;
 
+	store__assert_ranges_held(st);
 	if (hi < lo)
 		return;
 	last = st->nranges ? &st->ranges[st->nranges - 1] : NULL;
@@ -80,6 +127,7 @@ void store__ranges_add_locked(struct store *st, uint64_t lo, uint64_t hi)
 	st->ranges[st->nranges].lo = lo;
 	st->ranges[st->nranges].hi = hi;
 	st->nranges++;
+	ranges_check_tail_locked(st);
 }
 
 /*
@@ -90,6 +138,7 @@ static bool ranges_cover_locked(struct store *st, uint64_t lo, uint64_t hi)
 {
 	size_t a = 0, b = st->nranges, m;
 
+	store__assert_ranges_held(st);
 	while (a < b) { /* first range with hi >= lo */
 		m = a + (b - a) / 2;
 		if (st->ranges[m].hi < lo)
@@ -106,20 +155,22 @@ static void ranges_forget_locked(struct store *st, uint64_t seq)
 {
 	size_t i = 0;
 
+	store__assert_ranges_held(st);
 	while (i < st->nranges && st->ranges[i].hi <= seq)
 		i++;
 	memmove(st->ranges, st->ranges + i,
 		(st->nranges - i) * sizeof(*st->ranges));
 	st->nranges -= i;
+	assert(st->nranges == 0 || st->ranges[0].hi > seq);
 }
 
 static bool ranges_cover(struct store *st, uint64_t lo, uint64_t hi)
 {
 	bool own;
 
-	pthread_mutex_lock(&st->ranges_lock);
+	store__ranges_lock(st);
 	own = ranges_cover_locked(st, lo, hi);
-	pthread_mutex_unlock(&st->ranges_lock);
+	store__ranges_unlock(st);
 	return own;
 }
 
@@ -192,6 +243,7 @@ static int page_add(struct feed_page *p, sqlite3_stmt *s)
 	ssize_t ro, ko;
 
 	r->seq = store__col_u64(s, 0);
+	assert(p->n == 0 || r->seq > p->rows[p->n - 1].seq); /* ORDER BY seq */
 	ro = page_append(p, sqlite3_column_text(s, 1),
 			 sqlite3_column_bytes(s, 1));
 	ko = page_append(p, sqlite3_column_text(s, 2),
@@ -229,11 +281,11 @@ static int feed_fetch(struct store *st, uint64_t cursor, uint64_t head,
 	if (err != SQLITE_DONE)
 		return store__sqlerr(rc->db, err);
 	/* our rows were recorded before we could read them: design note */
-	pthread_mutex_lock(&st->ranges_lock);
+	store__ranges_lock(st);
 	for (i = 0; i < p->n; i++)
 		p->rows[i].own =
 			ranges_cover_locked(st, p->rows[i].seq, p->rows[i].seq);
-	pthread_mutex_unlock(&st->ranges_lock);
+	store__ranges_unlock(st);
 	return 0;
 }
 
@@ -261,6 +313,7 @@ static void feed_emit(struct store *st, struct feed_pass *fp,
 
 	for (i = 0; i < p->n && !fp->stop; i++) {
 		r = &p->rows[i];
+		assert(r->seq > *cursor && r->seq <= fp->head);
 		feed_hole(st, fp, *cursor + 1, r->seq - 1);
 		*cursor = r->seq - 1;
 		if (fp->stop)
@@ -302,6 +355,7 @@ static int feed_pass(struct store *st, struct feed_pass *fp, uint64_t *cursor)
 	}
 	free(p->buf);
 	free(p);
+	assert(err || fp->stop || *cursor == fp->head);
 	return err;
 }
 
@@ -332,8 +386,8 @@ int store_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
 		rc->dv_head = *cursor;
 		rc->dv_valid = true;
 	}
-	pthread_mutex_lock(&st->ranges_lock);
+	store__ranges_lock(st);
 	ranges_forget_locked(st, *cursor);
-	pthread_mutex_unlock(&st->ranges_lock);
+	store__ranges_unlock(st);
 	return err ? err : fp.calls;
 }

@@ -1,0 +1,405 @@
+/*
+ * commit.c - the write protocol, in one place: every change of a key's
+ * row that the daemon makes (a write handle's commit, create's empty
+ * value, truncate(2) of a path, unlink, rename) goes through here, and so
+ * does the order between two changes of one name.
+ *
+ * The protocol (DESIGN.md "The write path"): E1 = region_invalidate(),
+ * the store operation (the writer thread's group commit), E2 =
+ * region_invalidate() again, then the inode table update (inode.c: an
+ * unlinked name's inodes become gone, a renamed name's inodes move), then
+ * the reply. E1 makes later reads miss; E2 poisons any flight that loaded
+ * the old row before the store operation finished, so the old value can
+ * never be installed after the reply (the stale-put guard).
+ *
+ * Each operation resolves its region once (write_begin()): one reference
+ * on the region the name has now, used for E1, E2 and the settings. A
+ * reload that swapped the region table between E1 and E2 could recreate
+ * the region (its cache starts empty) and let a reader of the new one
+ * load the old row and install it after an E2 sent to the old one; so a
+ * write holds the table's swap gate (state.c, shared) from E1 to E2, and
+ * a reload swaps only when no write is between the two. A write to a
+ * region the reload removed still reaches the store (nothing is lost; the
+ * rows are there if the region comes back) with no cache to invalidate.
+ *
+ * The order of changes of one name. A write handle commits to the name
+ * its inode has at commit time (so a rename while it is open moves the
+ * data along, and an unlink makes it commit nothing). Resolving that name
+ * and storing under it must be one step against an unlink or a rename of
+ * the same name, or a close() that resolved its name just before an
+ * unlink puts the key back after it, and one that resolved it before a
+ * rename puts the old name back with the data the rename moved (both
+ * seen on a mount: tests/consistency/race.c). So every name has a lock,
+ * one of NAME_LOCKS reader-writer locks picked by a hash of (region,
+ * key):
+ *   exclusive  unlink (stat, E1, delete, E2, inodes gone), rename (both
+ *              names, in stripe order: stat, E1, rename, E2, inodes
+ *              moved), create (stat, empty value, the writer's inode),
+ *              truncate(2) of a path (load, resize, E1, put, E2: a
+ *              read-modify-write that must not lose a close() between
+ *              its load and its put);
+ *   shared     a write handle's commit (the inode's name is stable while
+ *              it is held: names change only under the exclusive lock;
+ *              two commits of one name may overlap, the last one wins as
+ *              DESIGN.md says), a write open (the inode is not gone, and
+ *              is filled from the name's row), and LOOKUP of a key
+ *              (store_stat and the inode it returns: an unlink between
+ *              the two would leave a new inode that is not gone for a
+ *              key that is).
+ * Unrelated names share a lock only when their hashes collide (1 in
+ * NAME_LOCKS), and then only for the length of one operation. The locks
+ * are writer-preferring, so a stream of LOOKUPs cannot starve an unlink;
+ * nobody takes a name lock twice (they are not recursive). Never held
+ * across a fuse_reply_*(); they are held across store calls, which is
+ * their point (the store's writer thread takes no fs/ lock).
+ *
+ * What needs no name lock, and why:
+ *  - an outside writer's change (the change feed, feed.c): it reaches the
+ *    store by its own transaction, ordered by SQLite against ours; the
+ *    feed invalidates the key (poisoning a flight, like E2) and makes its
+ *    inode stop being current, both atomic steps that never move names,
+ *    so a commit in progress stores before or after it, and the last one
+ *    wins, as between two of our own commits;
+ *  - a reload: the swap gate above;
+ *  - reads: a read handle serves the value it opened; the stale-put guard
+ *    orders it against commits.
+ *
+ * Lock order: name locks (a rename's two in ascending stripe order) ->
+ * swap gate (state.c) -> everything else in fs/ (fs.h). A write handle's
+ * mu is never held while taking a name lock (commits run without it).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs.h"
+
+#define NAME_LOCKS 256 /* a power of two */
+
+static pthread_rwlock_t name_locks[NAME_LOCKS] = {
+	[0 ... NAME_LOCKS - 1] = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP,
+};
+
+/* ---- name locks ---------------------------------------------------------- */
+
+static unsigned stripe_of(const char *region, const void *key, size_t klen)
+{
+	uint64_t h = rfs_name_hash(0xcbf29ce484222325ULL, region, key, klen);
+
+	return (unsigned)(h & (NAME_LOCKS - 1));
+}
+
+static void stripe_lock(unsigned s, bool excl)
+{
+	if (excl)
+		pthread_rwlock_wrlock(&name_locks[s]);
+	else
+		pthread_rwlock_rdlock(&name_locks[s]);
+}
+
+void rfs_names_lock(struct rfs_names *l, const char *region, const void *key,
+		    size_t klen, bool excl)
+{
+	l->n = 1;
+	l->s[0] = stripe_of(region, key, klen);
+	stripe_lock(l->s[0], excl);
+}
+
+/* Both names exclusively, in stripe order (one lock if they share it). */
+static void names_lock2(struct rfs_names *l, const char *region,
+			const void *a, size_t alen, const void *b, size_t blen)
+{
+	unsigned x = stripe_of(region, a, alen), y = stripe_of(region, b, blen);
+
+	l->n = x == y ? 1 : 2;
+	l->s[0] = x < y ? x : y;
+	l->s[1] = x < y ? y : x;
+	stripe_lock(l->s[0], true);
+	if (l->n == 2)
+		stripe_lock(l->s[1], true);
+}
+
+void rfs_names_unlock(struct rfs_names *l)
+{
+	while (l->n)
+		pthread_rwlock_unlock(&name_locks[l->s[--l->n]]);
+}
+
+static bool same_name(const struct rfs_ident *a, const struct rfs_ident *b)
+{
+	return a->gone == b->gone && a->klen == b->klen &&
+	       strcmp(a->region, b->region) == 0 &&
+	       memcmp(a->key, b->key, a->klen) == 0;
+}
+
+int rfs_names_lock_ino(struct rfs_names *l, fuse_ino_t ino, bool excl,
+		       struct rfs_ident *id)
+{
+	struct rfs_ident again;
+	int rc;
+
+	rc = rfs_inode_ident(ino, id);
+	for (;;) {
+		if (rc)
+			return rc;
+		rfs_names_lock(l, id->region, id->key, id->klen, excl);
+		rc = rfs_inode_ident(ino, &again);
+		if (!rc && same_name(id, &again))
+			return 0;
+		/* renamed or unlinked meanwhile: lock the name it has now */
+		rfs_names_unlock(l);
+		*id = again;
+	}
+}
+
+/* ---- one write ------------------------------------------------------------ */
+
+/*
+ * The region called name for one write, resolved once, with the swap gate
+ * held until write_end(): NULL if no region has that name now.
+ */
+static struct rfs_region *write_begin(const char *name)
+{
+	rfs_swap_gate_enter();
+	return rfs_region_ref(name);
+}
+
+static void write_end(struct rfs_region *rr)
+{
+	rfs_region_unref(rr);
+	rfs_swap_gate_leave();
+}
+
+static void evict(struct rfs_region *rr, const void *key, size_t klen)
+{
+	if (rr)
+		region_invalidate(rr->r, key, klen, REGION_ORIGIN_LOCAL);
+}
+
+static unsigned region_flags(const struct rfs_region *rr)
+{
+	return rr && rr->cfg.durable ? STORE_DURABLE : 0;
+}
+
+static uint64_t value_limit(const struct rfs_region *rr)
+{
+	uint64_t lim = rr ? rr->cfg.lim.max_value_size : 0;
+
+	return lim && lim < RFS_MAX_VALUE ? lim : RFS_MAX_VALUE;
+}
+
+/*
+ * E1, store_put, E2 of one value in rr (write_begin(); NULL: a region
+ * that is gone, only the store). The name lock is held.
+ */
+static int put_locked(struct rfs_region *rr, const char *region,
+		      const void *key, size_t klen, const void *data,
+		      size_t len, unsigned flags)
+{
+	char esc[RFS_ESC_LEN];
+	int rc;
+
+	evict(rr, key, klen); /* E1 */
+	rc = store_put(rfs.st, region, key, klen, data, len, flags, NULL);
+	evict(rr, key, klen); /* E2 */
+	if (rc == 0) {
+		rfs_count(RFS_C_COMMITS, 1);
+		return 0;
+	}
+	rfs_count(RFS_C_COMMIT_ERRORS, 1);
+	rfs_log(RFS_LOG_ERR, "commit %s/%s (%zu bytes): %s", region,
+		rfs_escape(key, klen, esc), len, strerror(-rc));
+	return rc;
+}
+
+/* ---- the operations ------------------------------------------------------- */
+
+/* put_locked() in the region of id's name, resolved once. */
+static int put_id(const struct rfs_ident *id, const void *data, size_t len,
+		  unsigned flags)
+{
+	struct rfs_region *rr = write_begin(id->region);
+	int rc = put_locked(rr, id->region, id->key, id->klen, data, len,
+			    flags);
+
+	write_end(rr);
+	return rc;
+}
+
+int rfs_commit_handle(fuse_ino_t ino, const void *data, size_t len,
+		      unsigned flags)
+{
+	char esc[RFS_ESC_LEN];
+	struct rfs_names l;
+	struct rfs_ident id;
+	int rc;
+
+	rc = rfs_names_lock_ino(&l, ino, false, &id);
+	if (rc)
+		return rc;
+	if (id.gone)
+		rfs_log(RFS_LOG_DEBUG, "%s/%s: unlinked while open, not stored",
+			id.region, rfs_escape(id.key, id.klen, esc));
+	else
+		rc = put_id(&id, data, len, flags);
+	rfs_names_unlock(&l);
+	return rc;
+}
+
+int rfs_commit_create(const char *region, const char *key, size_t klen,
+		      int oflags, pid_t pid, struct rfs_names *l,
+		      fuse_ino_t *ino, enum rfs_kclass *cls, bool *created)
+{
+	struct store_meta m;
+	int rc;
+
+	*created = false;
+	rfs_names_lock(l, region, key, klen, true);
+	rc = store_stat(rfs.st, region, key, klen, &m);
+	if (rc == 0 && (oflags & O_EXCL))
+		rc = -EEXIST;
+	if (rc == -ENOENT) {
+		struct rfs_region *rr = write_begin(region);
+
+		rc = put_locked(rr, region, key, klen, NULL, 0,
+				region_flags(rr));
+		write_end(rr);
+		*created = rc == 0;
+	}
+	if (!rc)
+		rc = rfs_inode_lookup_key(region, key, klen, NULL, pid, true,
+					  ino, cls);
+	if (rc)
+		rfs_names_unlock(l);
+	return rc;
+}
+
+/* The row of id's name resized to size: data (malloc()ed) and its length. */
+static int load_resized(const struct rfs_ident *id, off_t size, void **data,
+			bool *same)
+{
+	struct store_meta m;
+	void *p;
+	int rc;
+
+	*data = NULL;
+	if (size == 0)
+		rc = store_stat(rfs.st, id->region, id->key, id->klen, &m);
+	else
+		rc = store_load(rfs.st, id->region, id->key, id->klen, data,
+				&m);
+	*same = rc == 0 && m.size == (uint64_t)size;
+	if (rc || *same || size == 0)
+		return rc;
+	p = realloc(*data, size);
+	if (!p)
+		return -ENOMEM;
+	*data = p;
+	if ((uint64_t)size > m.size)
+		memset((char *)p + m.size, 0, size - m.size);
+	return 0;
+}
+
+int rfs_commit_truncate(fuse_ino_t ino, off_t size)
+{
+	struct rfs_region *rr;
+	struct rfs_names l;
+	struct rfs_ident id;
+	void *data = NULL;
+	bool same = false;
+	int rc;
+
+	rc = rfs_names_lock_ino(&l, ino, true, &id);
+	if (rc)
+		return rc;
+	rr = write_begin(id.region);
+	rc = !rr ? -ENOENT : (uint64_t)size > value_limit(rr) ? -EFBIG : 0;
+	if (!rc)
+		rc = load_resized(&id, size, &data, &same);
+	if (!rc && !same)
+		rc = put_locked(rr, id.region, id.key, id.klen, data, size,
+				region_flags(rr));
+	write_end(rr);
+	rfs_names_unlock(&l);
+	free(data);
+	return rc;
+}
+
+int rfs_commit_delete(const char *region, const void *key, size_t klen)
+{
+	char esc[RFS_ESC_LEN];
+	struct store_meta last;
+	struct rfs_region *rr;
+	struct rfs_names l;
+	int rc;
+
+	rfs_names_lock(&l, region, key, klen, true);
+	rc = store_stat(rfs.st, region, key, klen, &last);
+	if (rc)
+		goto out;
+	rr = write_begin(region);
+	evict(rr, key, klen); /* E1 */
+	rc = store_delete(rfs.st, region, key, klen, region_flags(rr));
+	evict(rr, key, klen); /* E2 */
+	write_end(rr);
+	if (rc == 0 || rc == -ENOENT)
+		rfs_inode_unlinked(region, key, klen, &last);
+	if (rc == 0)
+		rfs_count(RFS_C_UNLINKS, 1);
+	else if (rc != -ENOENT)
+		rfs_log(RFS_LOG_ERR, "unlink %s/%s: %s", region,
+			rfs_escape(key, klen, esc), strerror(-rc));
+out:
+	rfs_names_unlock(&l);
+	return rc;
+}
+
+/* E1, store_rename, E2 on both names. Both name locks held. */
+static int rename_store(const char *region, const void *from, size_t flen,
+			const void *to, size_t tlen)
+{
+	struct rfs_region *rr = write_begin(region);
+	int rc;
+
+	evict(rr, from, flen); /* E1 */
+	evict(rr, to, tlen);
+	rc = store_rename(rfs.st, region, from, flen, to, tlen,
+			  region_flags(rr));
+	evict(rr, from, flen); /* E2 */
+	evict(rr, to, tlen);
+	write_end(rr);
+	return rc;
+}
+
+int rfs_commit_rename(const char *region, const void *from, size_t flen,
+		      const void *to, size_t tlen, bool noreplace)
+{
+	char e1[RFS_ESC_LEN], e2[RFS_ESC_LEN];
+	struct store_meta last;
+	struct rfs_names l;
+	bool replaced;
+	int rc;
+
+	names_lock2(&l, region, from, flen, to, tlen);
+	rc = store_stat(rfs.st, region, to, tlen, &last);
+	if (rc && rc != -ENOENT)
+		goto out;
+	replaced = rc == 0;
+	/* not atomic against outside writers: the store has no NOREPLACE */
+	rc = replaced && noreplace ? -EEXIST : 0;
+	if (!rc)
+		rc = rename_store(region, from, flen, to, tlen);
+	if (!rc) {
+		rfs_inode_renamed(region, from, flen, to, tlen,
+				  replaced ? &last : NULL);
+		rfs_count(RFS_C_RENAMES, 1);
+	} else if (rc != -ENOENT && rc != -EEXIST) {
+		rfs_log(RFS_LOG_ERR, "rename %s/%s -> %s: %s", region,
+			rfs_escape(from, flen, e1), rfs_escape(to, tlen, e2),
+			strerror(-rc));
+	}
+out:
+	rfs_names_unlock(&l);
+	return rc;
+}

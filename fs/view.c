@@ -1,0 +1,79 @@
+/*
+ * view.c - the snapshot the .regionfs/ files are rendered from
+ * (virtual.c): the region table and the configuration's state taken
+ * together under cfg_lock, every counter of the daemon (state.c, the
+ * inode table's gauge, the change feed's figures) and the store's.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs.h"
+
+void rfs_counters_sum(struct rfs_counters *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->lookups = rfs_counter(RFS_C_LOOKUPS);
+	out->opens = rfs_counter(RFS_C_OPENS);
+	out->reads = rfs_counter(RFS_C_READS);
+	out->read_bytes = rfs_counter(RFS_C_READ_BYTES);
+	out->writes = rfs_counter(RFS_C_WRITES);
+	out->write_bytes = rfs_counter(RFS_C_WRITE_BYTES);
+	out->commits = rfs_counter(RFS_C_COMMITS);
+	out->commit_errors = rfs_counter(RFS_C_COMMIT_ERRORS);
+	out->unlinks = rfs_counter(RFS_C_UNLINKS);
+	out->renames = rfs_counter(RFS_C_RENAMES);
+	out->readdirs = rfs_counter(RFS_C_READDIRS);
+	out->errors = rfs_counter(RFS_C_ERRORS);
+	out->open_handles = rfs_counter(RFS_C_OPEN_HANDLES);
+	out->inodes = rfs_inode_count();
+	out->config_reloads = atomic_load(&rfs.reloads);
+	out->config_failures = atomic_load(&rfs.reload_failures);
+	rfs_feed_counters(&out->feed_changes, &out->feed_lag_ms);
+	out->feed_poll_age_ms = rfs_feed_poll_age_ms();
+}
+
+
+int rfs_view_build(struct rfs_view_hold *h)
+{
+	struct rfs_view *v = &h->view;
+	size_t i;
+
+	memset(h, 0, sizeof(*h));
+	pthread_mutex_lock(&rfs.cfg_lock);
+	h->t = rfs_table_ref();
+	v->generation = rfs.generation;
+	v->loaded_at = rfs.loaded_at;
+	v->last_result = rfs.last_ok ? "ok" : "error";
+	memcpy(h->last_error, rfs.last_error, sizeof(h->last_error));
+	pthread_mutex_unlock(&rfs.cfg_lock);
+
+	h->rv = calloc(h->t->n ? h->t->n : 1, sizeof(*h->rv));
+	if (!h->rv) {
+		rfs_view_release(h);
+		return -ENOMEM;
+	}
+	for (i = 0; i < h->t->n; i++) {
+		h->rv[i].cfg = &h->t->v[i]->cfg;
+		h->rv[i].region = h->t->v[i]->r;
+	}
+	v->regions = h->rv;
+	v->nregions = h->t->n;
+	v->config_path = rfs.config_path;
+	v->db_path = rfs.db_path;
+	v->last_error = h->last_error;
+	v->start_time = rfs.mount_time.tv_sec;
+	rfs_counters_sum(&v->counters);
+	store_stats(rfs.st, &v->store);
+	v->st = rfs.st;
+	return 0;
+}
+
+void rfs_view_release(struct rfs_view_hold *h)
+{
+	free(h->rv);
+	h->rv = NULL;
+	rfs_table_unref(h->t);
+	h->t = NULL;
+}
+
