@@ -75,8 +75,7 @@ struct vref_slot {
 
 static __thread struct vref_slot vcache[VREF_SLOTS]
 	__attribute__((tls_model("initial-exec")));
-static __thread unsigned vcache_tick
-	__attribute__((tls_model("initial-exec")));
+static __thread unsigned vcache_tick __attribute__((tls_model("initial-exec")));
 
 static void vcache_flush(void);
 
@@ -165,11 +164,10 @@ uint64_t region__epoch_try_advance(void)
 	struct epoch_rec *rec;
 	uint64_t e = atomic_load_explicit(&global_epoch, memory_order_seq_cst);
 
-
 	for (rec = atomic_load_explicit(&recs, memory_order_acquire); rec;
 	     rec = rec->next) {
-		uint64_t st = atomic_load_explicit(&rec->state,
-						   memory_order_seq_cst);
+		uint64_t st =
+			atomic_load_explicit(&rec->state, memory_order_seq_cst);
 
 		if ((st & 1) && (st >> 1) != e)
 			return e; /* a section from an older epoch */

@@ -71,8 +71,8 @@ uint64_t region_now_ms(void)
 	return atomic_load_explicit(&clock_fn, memory_order_relaxed)();
 }
 
-void region__expire_locked(struct region *r, struct stripe *s,
-			   struct entry *e, enum region_expiry why)
+void region__expire_locked(struct region *r, struct stripe *s, struct entry *e,
+			   enum region_expiry why)
 {
 	assert(why != REGION_LIVE);
 	region__unlink_locked(s, e, NULL);
@@ -199,7 +199,7 @@ static size_t sweep_housekeeping(struct region *r, size_t *left)
 	unsigned i;
 	bool more;
 
-	for (i = 0; i < r->nstripes && *left > 0; i++) {
+	for (i = 0; i<r->nstripes && * left> 0; i++) {
 		struct stripe *s = &r->stripes[i];
 
 		do {

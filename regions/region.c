@@ -814,8 +814,8 @@ static void install_locked(struct region *r, struct stripe *s,
 		region__unlink_locked(s, old, NULL);
 	/* bounded: excess left by a lowered limit goes in later holds (half
 	 * the hold's budget: the link may migrate table buckets too) */
-	region__make_room_locked(r, s, true, e->charge,
-				 REGION_SWEEP_BATCH / 2, NULL);
+	region__make_room_locked(r, s, true, e->charge, REGION_SWEEP_BATCH / 2,
+				 NULL);
 	region__link_locked(s, e, region_now_ms());
 	region__count(r, ST_INSTALLS, 1);
 }
@@ -905,7 +905,8 @@ bool region_contains(struct region *r, const void *key, size_t klen)
 	region__epoch_enter();
 	e = region__stripe_find(s, h, key, klen);
 	found = e && region__entry_live(s, e) &&
-		!(region__expiring(s) && region__expired(s, e, region_now_ms()));
+		!(region__expiring(s) &&
+		  region__expired(s, e, region_now_ms()));
 	region__epoch_exit();
 	if (found || !atomic_load_explicit(&s->old, memory_order_acquire))
 		return found;
@@ -913,7 +914,8 @@ bool region_contains(struct region *r, const void *key, size_t klen)
 	region__stripe_wrlock(s);
 	e = region__stripe_find(s, h, key, klen);
 	found = e && region__entry_live(s, e) &&
-		!(region__expiring(s) && region__expired(s, e, region_now_ms()));
+		!(region__expiring(s) &&
+		  region__expired(s, e, region_now_ms()));
 	region__stripe_wrunlock(s);
 	return found;
 }

@@ -252,10 +252,10 @@ struct region_evict_ops {
 
 /* A chained hash table; readers walk it with acquire loads. */
 struct table {
-	size_t mask;		       /* immutable; nbuckets - 1 */
-	struct table *rnext;	       /* L: stripe; retire list */
-	uint64_t repoch;	       /* L: stripe; retired at */
-	_Atomic(struct entry *) b[];   /* L: stripe writes */
+	size_t mask;		     /* immutable; nbuckets - 1 */
+	struct table *rnext;	     /* L: stripe; retire list */
+	uint64_t repoch;	     /* L: stripe; retired at */
+	_Atomic(struct entry *) b[]; /* L: stripe writes */
 };
 
 /*
@@ -655,8 +655,8 @@ static inline void region__touch_time(const struct stripe *s, struct entry *e,
 }
 
 /* Unlinks an expired entry and counts it by cause. Write lock held. */
-void region__expire_locked(struct region *r, struct stripe *s,
-			   struct entry *e, enum region_expiry why);
+void region__expire_locked(struct region *r, struct stripe *s, struct entry *e,
+			   enum region_expiry why);
 
 /* ---- stats.c --------------------------------------------------------- */
 

@@ -160,8 +160,8 @@ static void table_free_chains(struct table *t)
 	size_t i;
 
 	for (i = 0; t && i <= t->mask; i++) {
-		struct entry *e = atomic_load_explicit(&t->b[i],
-						       memory_order_relaxed);
+		struct entry *e =
+			atomic_load_explicit(&t->b[i], memory_order_relaxed);
 		struct entry *next;
 
 		for (; e; e = next) {
@@ -241,8 +241,8 @@ static void replay_lane_locked(struct stripe *s, struct lane *l)
 	if (n > REGION_LANE_RECS)
 		n = REGION_LANE_RECS;
 	for (i = 0; i < n; i++) {
-		uint64_t h = atomic_load_explicit(&l->rec[i],
-						  memory_order_relaxed);
+		uint64_t h =
+			atomic_load_explicit(&l->rec[i], memory_order_relaxed);
 		struct entry *e = find_hash_locked(s, h);
 
 		if (e && e->gen == atomic_load_explicit(&s->gen,
@@ -366,8 +366,7 @@ void region__stripe_record_hit(struct region *r, struct stripe *s,
 	}
 	atomic_store_explicit(&l->rec[n], hash, memory_order_relaxed);
 	atomic_store_explicit(&l->n, n + 1, memory_order_relaxed);
-	if (n + 1 == REGION_LANE_RECS &&
-	    pthread_mutex_trylock(&s->lock) == 0) {
+	if (n + 1 == REGION_LANE_RECS && pthread_mutex_trylock(&s->lock) == 0) {
 		lock_acquired(s);
 		region__stripe_wrunlock(s);
 	}
@@ -643,7 +642,8 @@ void region__stripe_invalidate_all_locked(struct stripe *s)
 {
 	region__assert_wrlocked(s);
 	atomic_store_explicit(
-		&s->gen, atomic_load_explicit(&s->gen, memory_order_relaxed) + 1,
+		&s->gen,
+		atomic_load_explicit(&s->gen, memory_order_relaxed) + 1,
 		memory_order_release);
 	s->stale_n = s->nentries;
 	s->stale_bytes = s->bytes;

@@ -303,8 +303,7 @@ static void rfs_write(const char *key, size_t klen)
 enum workload { W_ZIPF, W_MIX48, W_MIX2, W__COUNT };
 static const char *const wl_name[W__COUNT] = {"zipf", "mix48", "mix2"};
 /* reads, writes, removes out of the sum */
-static const unsigned wl_odds[W__COUNT][3] = {
-	{1, 0, 0}, {48, 6, 4}, {2, 1, 1}};
+static const unsigned wl_odds[W__COUNT][3] = {{1, 0, 0}, {48, 6, 4}, {2, 1, 1}};
 
 struct runner {
 	bool rfs;
@@ -464,8 +463,8 @@ static void make_draws(void)
 	zipf_draws = malloc(sizeof(*zipf_draws) * NDRAWS);
 	unif_draws = malloc(sizeof(*unif_draws) * NDRAWS);
 	for (i = 0; i < NDRAWS; i++) {
-		double u = (double)(splitmix(&s) >> 11) / 9007199254740992.0 *
-			   sum;
+		double u =
+			(double)(splitmix(&s) >> 11) / 9007199254740992.0 * sum;
 		unsigned lo = 0, hi = ZIPF_KEYS - 1;
 
 		while (lo < hi) {
@@ -512,7 +511,8 @@ int main(int argc, char **argv)
 			double oa[REPS], ob[REPS];
 
 			for (rep = 0; rep < REPS; rep++) {
-				struct result x = run_cell(false, w, threads[t]);
+				struct result x =
+					run_cell(false, w, threads[t]);
 				struct result y = run_cell(true, w, threads[t]);
 
 				a[rep] = x.ops_s;
@@ -528,7 +528,8 @@ int main(int argc, char **argv)
 			qsort(cb, REPS, sizeof(double), cmp_double);
 			qsort(oa, REPS, sizeof(double), cmp_double);
 			qsort(ob, REPS, sizeof(double), cmp_double);
-			printf("%-6s t%-3u reference %11.0f ops/s %6.0f cpu-ns/op"
+			printf("%-6s t%-3u reference %11.0f ops/s %6.0f "
+			       "cpu-ns/op"
 			       "  regionfs %11.0f ops/s %6.0f cpu-ns/op  ratio "
 			       "%.2f\n",
 			       wl_name[w], threads[t], a[REPS / 2],

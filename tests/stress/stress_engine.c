@@ -153,8 +153,8 @@ int main(void)
 	int i, pass;
 
 	for (pass = 0; pass < 2; pass++) {
-		lim.strategy = pass ? REGION_STRATEGY_S3FIFO
-				    : REGION_STRATEGY_LRU;
+		lim.strategy =
+			pass ? REGION_STRATEGY_S3FIFO : REGION_STRATEGY_LRU;
 		lim.max_entries = 8 * 1024;
 		lim.nstripes = 8;
 		if (region_create("engine", &lim, &reg)) {
