@@ -78,7 +78,8 @@
 #define NAME_LOCKS 256 /* a power of two */
 
 static pthread_rwlock_t name_locks[NAME_LOCKS] = {
-	[0 ... NAME_LOCKS - 1] = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP,
+	[0 ... NAME_LOCKS - 1] =
+		PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP,
 };
 
 /* ---- name locks ---------------------------------------------------------- */
@@ -107,8 +108,8 @@ void rfs_names_lock(struct rfs_names *l, const char *region, const void *key,
 }
 
 /* Both names exclusively, in stripe order (one lock if they share it). */
-static void names_lock2(struct rfs_names *l, const char *region,
-			const void *a, size_t alen, const void *b, size_t blen)
+static void names_lock2(struct rfs_names *l, const char *region, const void *a,
+			size_t alen, const void *b, size_t blen)
 {
 	unsigned x = stripe_of(region, a, alen), y = stripe_of(region, b, blen);
 
@@ -220,8 +221,8 @@ static int put_id(const struct rfs_ident *id, const void *data, size_t len,
 		  unsigned flags)
 {
 	struct rfs_region *rr = write_begin(id->region);
-	int rc = put_locked(rr, id->region, id->key, id->klen, data, len,
-			    flags);
+	int rc =
+		put_locked(rr, id->region, id->key, id->klen, data, len, flags);
 
 	write_end(rr);
 	return rc;

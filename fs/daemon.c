@@ -209,12 +209,30 @@ void rfs_loop_done(void)
  * returned, since the loop checks the exit flag only when its blocking
  * call is interrupted and a single signal can land just before that call.
  */
-static void handle_exit(bool *exiting)
+static void handle_exit(bool *exiting, uint64_t *deadline)
 {
+	unsigned writers;
+
 	if (!*exiting) {
+		writers = rfs_handles_writers();
+		if (!*deadline) {
+			atomic_store(&rfs.draining, true);
+			*deadline = mono_ms() + (uint64_t)rfs.grace_s * 1000;
+			if (writers && rfs.grace_s)
+				rfs_log(RFS_LOG_NOTICE,
+					"terminating: new opens refused; "
+					"waiting up to %u s for %u file%s "
+					"open for writing to be closed",
+					rfs.grace_s, writers,
+					writers == 1 ? "" : "s");
+		}
+		if (writers && mono_ms() < *deadline)
+			return; /* the next tick looks again */
 		*exiting = true;
-		rfs_log(RFS_LOG_NOTICE,
-			"terminating: committing and unmounting");
+		rfs_log(RFS_LOG_NOTICE, "terminating: unmounting%s",
+			writers ? " (grace period over: uncommitted data of "
+				  "files still open is dropped)"
+				: "");
 		if (rfs.se)
 			fuse_session_exit(rfs.se);
 	}
@@ -236,51 +254,21 @@ static void sweep_all(void)
 static int watch_config(void)
 {
 	char dir[PATH_MAX];
-	const char *slash = strrchr(rfs.config_path, '/');
-	size_t len = slash ? (size_t)(slash - rfs.config_path) : 0;
-	int fd;
+	int fd = rfs_watch_dir(rfs.config_path, IN_CLOSE_WRITE | IN_MOVED_TO,
+			       dir, sizeof(dir));
 
-	if (!slash || len + 1 >= sizeof(dir))
-		return -1;
-	memcpy(dir, rfs.config_path, len);
-	dir[len ? len : 1] = '\0';
-	if (!len)
-		dir[0] = '/';
-	fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (fd < 0)
-		goto fail;
-	if (inotify_add_watch(fd, dir, IN_CLOSE_WRITE | IN_MOVED_TO) < 0) {
-		close(fd);
-		goto fail;
-	}
-	return fd;
-fail:
+	if (fd >= 0)
+		return fd;
 	rfs_log(RFS_LOG_WARNING,
 		"cannot watch %s (%s): reload with SIGHUP only", dir,
-		strerror(errno));
+		strerror(-fd));
 	return -1;
 }
 
-/* Reads pending events: true if one named regions.ini. */
+/* Reads pending events: true if one named regions.ini (or some were lost). */
 static bool config_event(int fd)
 {
-	char buf[4096]
-		__attribute__((aligned(__alignof__(struct inotify_event))));
-	const char *base = strrchr(rfs.config_path, '/') + 1;
-	bool hit = false;
-	ssize_t n;
-	char *p;
-
-	while ((n = read(fd, buf, sizeof(buf))) > 0) {
-		for (p = buf; p < buf + n;) {
-			const struct inotify_event *ev = (void *)p;
-
-			if (ev->len && strcmp(ev->name, base) == 0)
-				hit = true;
-			p += sizeof(*ev) + ev->len;
-		}
-	}
-	return hit;
+	return rfs_watch_hit(fd, strrchr(rfs.config_path, '/') + 1, false);
 }
 
 static void drain(int fd)
@@ -353,7 +341,7 @@ static bool config_changed_since_start(void)
 static void *bg_main(void *arg)
 {
 	uint64_t next_tick = mono_ms(), reload_at = 0;
-	uint64_t next_prune = next_tick + PRUNE_EVERY_MS;
+	uint64_t next_prune = next_tick + PRUNE_EVERY_MS, exit_deadline = 0;
 	struct pollfd pfd[2];
 	bool exiting = false;
 	int ifd = watch_config();
@@ -374,7 +362,7 @@ static void *bg_main(void *arg)
 		if (atomic_load(&bg.stop))
 			break;
 		if (atomic_load(&bg.exit_req))
-			handle_exit(&exiting);
+			handle_exit(&exiting, &exit_deadline);
 		timeout = bg_work(&next_tick, &next_prune, &reload_at, exiting);
 	}
 	if (ifd >= 0)

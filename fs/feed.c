@@ -161,6 +161,7 @@ struct feed_state {
 	unsigned nerr;	    /* failed polls in the streak */
 	uint64_t bulk_t0;   /* start of a backlog (>= 1 batch); 0: none */
 	uint64_t bulk_n;    /* changes read in that backlog */
+	bool lost;	    /* the database file was deleted or replaced */
 };
 
 /* One store_changes() call: what the callback needs and counts. */
@@ -178,9 +179,10 @@ static struct {
 	struct feed_state s;	      /* feed thread only (set before start) */
 	atomic_uint_fast64_t changes; /* feed_changes */
 	atomic_uint_fast64_t lag_ms;  /* feed_lag_ms */
-	atomic_uint_fast64_t done_ns; /* rfs_mono_ns() of the last complete pass */
-	int wfd;		      /* inotify on the database's directory */
-	int wake[2];		      /* rfs_feed_stop() writes to wake[1] */
+	atomic_uint_fast64_t
+		done_ns; /* rfs_mono_ns() of the last complete pass */
+	int wfd;	 /* inotify on the database's directory */
+	int wake[2];	 /* rfs_feed_stop() writes to wake[1] */
 } feed = {.wfd = -1, .wake = {-1, -1}};
 
 void rfs_feed_counters(uint64_t *changes, uint64_t *lag_ms)
@@ -367,6 +369,17 @@ static bool feed_poll(struct feed_state *s)
 	uint64_t t0 = rfs_mono_ns(), now;
 	int rc;
 
+	if (!s->lost && store_file_lost(rfs.st)) {
+		/* the store refuses everything now: drop what we cache */
+		s->lost = true;
+		invalidate_everything();
+		rfs_log(RFS_LOG_ERR,
+			"database %s was deleted or replaced under the mount: "
+			"every read and write of a key now fails with EIO "
+			"(nothing is written to the old file); unmount, check "
+			"the file and mount again",
+			rfs.db_path);
+	}
 	rc = poll_head(s);
 	if (rc == 0)
 		rc = store_changes(rfs.st, &s->cursor, apply_change, &b);
@@ -416,49 +429,27 @@ static void feed_sleep(uint64_t deadline)
 static int watch_db(void)
 {
 	char dir[PATH_MAX];
-	const char *slash = rfs.db_path ? strrchr(rfs.db_path, '/') : NULL;
-	size_t len = slash ? (size_t)(slash - rfs.db_path) : 0;
 	int fd;
 
-	if (!slash || len + 1 >= sizeof(dir))
-		return -1; /* main.c makes it absolute: not reached */
-	memcpy(dir, rfs.db_path, len ? len : 1);
-	dir[len ? len : 1] = '\0';
-	fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (fd >= 0 && inotify_add_watch(fd, dir,
-					 IN_MODIFY | IN_CLOSE_WRITE |
-						 IN_MOVED_TO | IN_CREATE) >= 0)
+	if (!rfs.db_path)
+		return -1; /* unit tests without a database path */
+	fd = rfs_watch_dir(rfs.db_path,
+			   IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO |
+				   IN_CREATE | IN_DELETE,
+			   dir, sizeof(dir));
+
+	if (fd >= 0)
 		return fd;
 	rfs_log(RFS_LOG_WARNING,
 		"change feed: cannot watch %s (%s): polling every %d ms", dir,
-		strerror(errno), FEED_POLL_MS);
-	if (fd >= 0)
-		close(fd);
+		strerror(-fd), FEED_POLL_MS);
 	return -1;
 }
 
 /* Drains the watch: true if an event named the database or its -wal. */
 static bool db_event(int fd)
 {
-	char buf[4096]
-		__attribute__((aligned(__alignof__(struct inotify_event))));
-	const char *base = strrchr(rfs.db_path, '/') + 1;
-	size_t blen = strlen(base);
-	bool hit = false;
-	ssize_t n;
-
-	while ((n = read(fd, buf, sizeof(buf))) > 0) {
-		for (char *p = buf; p < buf + n;) {
-			const struct inotify_event *ev = (void *)p;
-
-			if (ev->mask & IN_Q_OVERFLOW)
-				hit = true; /* events were lost: poll */
-			else if (ev->len && strncmp(ev->name, base, blen) == 0)
-				hit = true;
-			p += sizeof(*ev) + ev->len;
-		}
-	}
-	return hit;
+	return rfs_watch_hit(fd, strrchr(rfs.db_path, '/') + 1, true);
 }
 
 /*

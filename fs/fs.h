@@ -161,6 +161,10 @@ struct rfs {
 	struct timespec mount_time; /* CLOCK_REALTIME at start */
 	struct stat config_st; /* regions.ini as the start-up load saw it */
 	bool foreground;
+	unsigned grace_s; /* -o shutdown_grace: wait for writers on SIGTERM */
+	uint64_t
+		max_memory; /* -o max_memory: values + write buffers; 0: none */
+	atomic_bool draining; /* SIGTERM: new opens of keys get ESHUTDOWN */
 
 	/* the configuration's state; L: cfg_lock */
 	pthread_mutex_t cfg_lock;
@@ -187,11 +191,20 @@ void rfs_state_fini(void);
  * *old gets the previous table (a reference). On error writes a message
  * into err and changes nothing.
  */
-int rfs_state_replace(const struct config *c, struct rfs_table **old,
-		      char *err, size_t errlen);
+int rfs_state_replace(const struct config *c, struct rfs_table **old, char *err,
+		      size_t errlen);
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t rfs_mono_ns(void);
+/*
+ * Watching a directory for a name (regions.ini, the database and its
+ * -wal): an inotify fd (non-blocking) with a watch for mask on the
+ * directory of path (absolute), or -errno; dir gets that directory, for
+ * messages. rfs_watch_hit() reads every pending event: true if one named
+ * base (prefix: or any name that starts with base) or events were lost.
+ */
+int rfs_watch_dir(const char *path, uint32_t mask, char *dir, size_t dirlen);
+bool rfs_watch_hit(int fd, const char *base, bool prefix);
 /* A 64-bit finalizer (murmur3's fmix64): spreads every input bit. */
 uint64_t rfs_hash_mix(uint64_t h);
 /*
@@ -619,6 +632,16 @@ void rfs_handle_unref(struct rfs_handle *h);
  * (logging errors) and frees every handle the kernel never released.
  */
 void rfs_handles_shutdown(void);
+/*
+ * The global memory limit (-o max_memory, rfs.max_memory): values in
+ * memory (region_values_bytes(): cached or pinned by open files) plus
+ * write buffers. -ENOMEM (counted) if adding extra bytes would pass it.
+ */
+int rfs_mem_admit(uint64_t extra);
+/* Fills the mem_* fields of the daemon's counters. */
+void rfs_mem_counters(struct rfs_counters *out);
+/* Key files open for writing now (shutdown waits for them to close). */
+unsigned rfs_handles_writers(void);
 
 /*
  * The value of (rr, key) through the cache: a hit, or a load from the

@@ -125,10 +125,38 @@ static void untrack(struct rfs_handle *h)
 	rfs_count(RFS_C_OPEN_HANDLES, -1);
 }
 
+/* ---- the global memory limit ---------------------------------------------- */
+
+static atomic_uint_fast64_t wbuf_bytes;	  /* allocated write buffers */
+static atomic_uint_fast64_t mem_refusals; /* rfs_mem_admit() said no */
+
+int rfs_mem_admit(uint64_t extra)
+{
+	uint64_t used;
+
+	if (!rfs.max_memory)
+		return 0;
+	used = region_values_bytes() + atomic_load(&wbuf_bytes);
+	if (used + extra <= rfs.max_memory)
+		return 0;
+	atomic_fetch_add(&mem_refusals, 1);
+	return -ENOMEM;
+}
+
+void rfs_mem_counters(struct rfs_counters *out)
+{
+	out->mem_values_bytes = region_values_bytes();
+	out->mem_wbuf_bytes = atomic_load(&wbuf_bytes);
+	out->mem_limit_bytes = rfs.max_memory;
+	out->mem_refusals = atomic_load(&mem_refusals);
+}
+
 void rfs_wbuf_unref(struct rfs_wbuf *b)
 {
-	if (b && atomic_fetch_sub(&b->refs, 1) == 1)
+	if (b && atomic_fetch_sub(&b->refs, 1) == 1) {
+		atomic_fetch_sub(&wbuf_bytes, b->cap);
 		free(b);
+	}
 }
 
 /* Frees what h holds, and h. It is no longer on a list. */
@@ -194,23 +222,59 @@ static struct rfs_handle *pop_any(void)
 	return h;
 }
 
+unsigned rfs_handles_writers(void)
+{
+	struct rfs_handle *h;
+	unsigned n = 0;
+	int i;
+
+	for (i = 0; i < HANDLE_STRIPES; i++) {
+		pthread_mutex_lock(&hstripes[i].mu);
+		for (h = hstripes[i].head; h; h = h->next)
+			n += h->kind == RFS_H_WRITE;
+		pthread_mutex_unlock(&hstripes[i].mu);
+	}
+	return n;
+}
+
+/*
+ * A file still open for writing when the session ends (its writer did not
+ * close it within the grace period) holds data nobody committed: a value
+ * is committed only by its writer's close() or fsync(), so it is dropped,
+ * never stored half-written over the intact old value. Logged per file
+ * and summed up.
+ */
 void rfs_handles_shutdown(void)
 {
 	struct rfs_handle *h;
-	int rc;
+	struct rfs_ident id;
+	char esc[RFS_ESC_LEN];
+	unsigned long long files = 0, bytes = 0;
 
 	/* single-threaded now: the session loop has returned */
 	while ((h = pop_any())) {
 		if (h->kind == RFS_H_WRITE && atomic_load(&h->u.w.dirty)) {
-			rc = rfs_whandle_commit(h, false);
-			if (rc)
-				rfs_log(RFS_LOG_ERR,
-					"shutdown: data of an "
-					"open file is lost: %s",
-					strerror(-rc));
+			size_t len = atomic_load(&h->u.w.len);
+
+			files++;
+			bytes += len;
+			if (rfs_inode_ident(h->u.w.ino, &id) == 0 &&
+			    id.kind == RFS_I_KEY)
+				rfs_log(RFS_LOG_WARNING,
+					"shutdown: %s/%s was still open for "
+					"writing: its %zu uncommitted bytes "
+					"are dropped (the key keeps its last "
+					"committed value)",
+					id.region,
+					rfs_escape(id.key, id.klen, esc), len);
 		}
 		rfs_handle_unref(h);
 	}
+	if (files)
+		rfs_log(RFS_LOG_WARNING,
+			"shutdown: dropped the uncommitted data of %llu open "
+			"file%s (%llu bytes)",
+			files, files == 1 ? "" : "s", bytes);
 }
 
 /* ---- the read path ------------------------------------------------------- */
@@ -252,6 +316,10 @@ int rfs_fetch(struct rfs_region *rr, const char *key, size_t klen,
 	if (rfs_test_load_delay_us)
 		usleep(rfs_test_load_delay_us);
 #endif
+	if (rc == 0 && (rc = rfs_mem_admit(meta.size)) != 0) {
+		free(data); /* over the global memory limit: not kept */
+		data = NULL;
+	}
 	if (rc == 0) {
 		v = value_new(data, &meta);
 		if (!v)
@@ -301,6 +369,7 @@ static struct rfs_wbuf *wbuf_new(size_t cap)
 	atomic_init(&b->refs, 1);
 	b->len = 0;
 	b->cap = cap;
+	atomic_fetch_add(&wbuf_bytes, cap);
 	return b;
 }
 
@@ -331,6 +400,8 @@ static int make_room(struct rfs_whandle *w, size_t need)
 	} else {
 		cap = b->cap; /* a shared buffer: copy, same size */
 	}
+	if (rfs_mem_admit(cap))
+		return -ENOMEM;
 	nb = wbuf_new(cap);
 	if (!nb)
 		return -ENOMEM;

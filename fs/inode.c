@@ -206,9 +206,10 @@ static _Thread_local int held_nodes;
 #define ASSERT_TABLE() assert(held_table)
 #define ASSERT_WRITE() assert(held_table == 'w')
 /* a node's "N" fields: shared lock + node lock, or the exclusive lock */
-#define ASSERT_NODE()  assert(held_table == 'w' || (held_table && held_nodes > 0))
-#define HELD_TABLE(x)  (held_table = (x))
-#define HELD_NODES(d)  (held_nodes += (d))
+#define ASSERT_NODE()                                                          \
+	assert(held_table == 'w' || (held_table && held_nodes > 0))
+#define HELD_TABLE(x) (held_table = (x))
+#define HELD_NODES(d) (held_nodes += (d))
 #else
 #define ASSERT_TABLE() ((void)0)
 #define ASSERT_WRITE() ((void)0)

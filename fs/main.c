@@ -29,11 +29,15 @@
  * libfuse's workers block these signals too, so they land in the main
  * thread, which runs the loop.
  *
- * Shutdown (SIGTERM, SIGINT, or fusermount3 -u): the loop stops taking
- * requests and lets the handlers in progress finish; then the background
- * thread stops, open files that still hold uncommitted writes are
- * committed (a lazy unmount leaves them open), the store commits what is
- * pending and closes, and the mount goes. Exit status 0.
+ * Shutdown (SIGTERM, SIGINT): new opens of keys are refused (ESHUTDOWN)
+ * and the background thread waits up to shutdown_grace seconds for files
+ * open for writing to be closed (handle_exit() in daemon.c); then the
+ * loop stops taking requests and lets the handlers in progress finish,
+ * the background thread stops, the uncommitted data of files still open
+ * is dropped and logged (a value is committed only by its writer's close
+ * or fsync, never half-written), the store commits what is pending and
+ * closes, and the mount goes. Exit status 0. fusermount3 -u: the same
+ * without the wait.
  */
 #include <errno.h>
 #include <limits.h>
@@ -52,6 +56,9 @@ struct main_opts {
 	char *config; /* -o config= */
 	char *uid;    /* -o uid= */
 	char *gid;    /* -o gid= */
+	int ro;	      /* -o ro (kept for libfuse too) */
+	char *grace;  /* -o shutdown_grace= */
+	char *maxmem; /* -o max_memory= */
 };
 
 #define RFS_OPT(t, f)                                                          \
@@ -60,8 +67,62 @@ struct main_opts {
 	}
 
 static const struct fuse_opt main_optspec[] = {
-	RFS_OPT("config=%s", config), RFS_OPT("uid=%s", uid),
-	RFS_OPT("gid=%s", gid), FUSE_OPT_END};
+	RFS_OPT("config=%s", config),
+	RFS_OPT("uid=%s", uid),
+	RFS_OPT("gid=%s", gid),
+	RFS_OPT("shutdown_grace=%s", grace),
+	RFS_OPT("max_memory=%s", maxmem),
+	{"ro", offsetof(struct main_opts, ro), 1},
+	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP),
+	FUSE_OPT_END};
+
+/*
+ * The store's error callback: one log line per store error, with SQLite's
+ * message, the call and the key; at most STORE_LOG_BURST lines a second
+ * (a reader looping on a damaged key must not flood the log), the rest
+ * counted and summed up in the next line that gets through. Every error
+ * is counted by kind in the stats anyway.
+ */
+#define STORE_LOG_BURST 10
+
+static void store_error(void *ctx, int err, enum store_err_kind kind,
+			const char *what, const char *region, const void *key,
+			size_t klen, const char *msg)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static time_t window;
+	static unsigned n, dropped;
+	char esc[RFS_ESC_LEN];
+	unsigned skipped = 0;
+	time_t now = time(NULL);
+	bool log;
+
+	(void)ctx;
+	pthread_mutex_lock(&lock);
+	if (now != window) {
+		window = now;
+		n = 0;
+	}
+	log = n++ < STORE_LOG_BURST;
+	if (log) {
+		skipped = dropped;
+		dropped = 0;
+	} else {
+		dropped++;
+	}
+	pthread_mutex_unlock(&lock);
+	if (!log)
+		return;
+	rfs_log(kind == STORE_ERR_BUSY ? RFS_LOG_WARNING : RFS_LOG_ERR,
+		"store error (%s) in %s%s%s%s%s: %s (%s)%s%.0u%s",
+		store_err_kind_name(kind), what, region ? " " : "",
+		region ? region : "", key ? "/" : "",
+		key ? rfs_escape(key, klen, esc) : "", msg ? msg : "?",
+		strerror(-err), skipped ? " [" : "", skipped,
+		skipped ? " more store errors not logged]" : "");
+}
+
+static struct store_options store_opts = {.on_error = store_error};
 
 static void usage(const char *prog)
 {
@@ -77,13 +138,23 @@ static void usage(const char *prog)
 	       "                           (default: " RFS_DEFAULT_CONFIG ")\n"
 	       "    -o uid=N,gid=N         owner shown for every file\n"
 	       "                           (default: the user running it)\n"
+	       "    -o shutdown_grace=S    on SIGTERM, wait up to S seconds\n"
+	       "                           for files open for writing to be\n"
+	       "                           closed (default 10)\n"
+	       "    -o max_memory=SIZE     bound values in memory (cached or\n"
+	       "                           held by open files) plus write\n"
+	       "                           buffers; beyond it opens that load\n"
+	       "                           and writes get ENOMEM (no default)\n"
+	       "    -o ro                  read-only mount over a read-only\n"
+	       "                           database (refused without it)\n"
 	       "    --check-config FILE    validate FILE, print each region's\n"
 	       "                           effective settings, and exit\n"
 	       "    -h, --help             this help\n"
 	       "    -V, --version          versions of regionfs and libfuse\n"
 	       "\n"
 	       "Signals: SIGHUP reloads regions.ini (so does saving it);\n"
-	       "SIGTERM/SIGINT commit pending writes and unmount.\n"
+	       "SIGTERM/SIGINT refuse new opens, wait for open writers\n"
+	       "(shutdown_grace), drop what is still uncommitted, unmount.\n"
 	       "\n",
 	       prog, prog);
 	fuse_cmdline_help();
@@ -274,7 +345,7 @@ static int store_open_blocked(struct store **st)
 	int rc;
 
 	rfs_signals_block(&old);
-	rc = store_open(rfs.db_path, NULL, st);
+	rc = store_open(rfs.db_path, &store_opts, st);
 	rfs_signals_restore(&old);
 	return rc;
 }
@@ -290,6 +361,14 @@ static int check_database(void)
 			strerror(-rc),
 			rc == -EINVAL || rc == -EIO
 				? " (not an SQLite database, or damaged?)"
+			: rc == -EPERM
+				? " (it must be owned by the user running "
+				  "regionfs and not writable by group or "
+				  "others: chown it, chmod 0600 it)"
+			: rc == -EROFS && !store_opts.read_only
+				? " (the file or its directory cannot be "
+				  "written: mount with -o ro to serve it "
+				  "read-only)"
 				: "");
 		return -1;
 	}
@@ -297,7 +376,45 @@ static int check_database(void)
 	return 0;
 }
 
-/* -o uid=, gid=: the owner shown for every file. */
+#define RFS_DEFAULT_GRACE_S 10
+
+/* "N", "NK", "NM", "NG" (powers of 1024) -> bytes; -EINVAL if not. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	unsigned long long v;
+	unsigned shift = 0;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		return -EINVAL;
+	switch (*end) {
+	case 'K':
+	case 'k':
+		shift = 10;
+		end++;
+		break;
+	case 'M':
+	case 'm':
+		shift = 20;
+		end++;
+		break;
+	case 'G':
+	case 'g':
+		shift = 30;
+		end++;
+		break;
+	default:
+		break;
+	}
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+/* -o uid=, gid=: the owner shown for every file; -o shutdown_grace=. */
 static int setup_owner(const struct main_opts *o)
 {
 	unsigned id;
@@ -317,6 +434,21 @@ static int setup_owner(const struct main_opts *o)
 			return -1;
 		}
 		rfs.gid = id;
+	}
+	rfs.grace_s = RFS_DEFAULT_GRACE_S;
+	if (o->grace) { /* seconds; systemd's TimeoutStopSec bounds it */
+		if (parse_id(o->grace, &id) || id > 86400) {
+			rfs_log(RFS_LOG_ERR,
+				"bad shutdown_grace=%s (seconds, 0 to 86400)",
+				o->grace);
+			return -1;
+		}
+		rfs.grace_s = id;
+	}
+	if (o->maxmem && parse_size(o->maxmem, &rfs.max_memory)) {
+		rfs_log(RFS_LOG_ERR, "bad max_memory=%s (bytes, or K/M/G)",
+			o->maxmem);
+		return -1;
 	}
 	return 0;
 }
@@ -517,6 +649,7 @@ int main(int argc, char *argv[])
 	rc = 1;
 	rfs_log_set_debug(cmd.debug);
 	rfs.foreground = cmd.foreground;
+	store_opts.read_only = o.ro;
 	if (setup_state(&o) || check_mountpoint(cmd.mountpoint) ||
 	    check_database())
 		goto out;
@@ -540,6 +673,8 @@ out_args:
 	free(o.config);
 	free(o.uid);
 	free(o.gid);
+	free(o.grace);
+	free(o.maxmem);
 	fuse_opt_free_args(&args);
 	return rc;
 }

@@ -5,7 +5,7 @@
  * of regions.ini and .regionfs/; a region directory holds keys only; every
  * key is a regular file. Requests are answered from three places: the
  * inode table (inode.c) says what a node id names, the region table
- * (daemon.c) says which regions exist, and the store answers for keys:
+ * (state.c) says which regions exist, and the store answers for keys:
  * LOOKUP and GETATTR of a key are a store_stat() (size, mtime, version of
  * the row), so listing and stat never load values into the cache; OPEN
  * goes through the cache (handle.c).
@@ -788,7 +788,9 @@ static void rfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 
 	if (ino >= RFS_INO_DYNAMIC)
 		rc = rfs_inode_ident(ino, &id);
-	if (!rc && ino >= RFS_INO_DYNAMIC && id.kind == RFS_I_KEY)
+	if (!rc && id.kind == RFS_I_KEY && atomic_load(&rfs.draining))
+		rc = -ESHUTDOWN; /* SIGTERM: waiting for writers to close */
+	else if (!rc && ino >= RFS_INO_DYNAMIC && id.kind == RFS_I_KEY)
 		rc = open_key(fuse_req_ctx(req)->pid, ino, &id, fi->flags,
 			      false, false, &h);
 	else if (!rc && !(rc = vfile_kind(ino, &id, &kind)))
@@ -852,6 +854,10 @@ static void rfs_ll_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	int rc;
 
 	memset(&e, 0, sizeof(e));
+	if (atomic_load(&rfs.draining)) {
+		reply_err(req, -ESHUTDOWN); /* SIGTERM: see handle_exit() */
+		return;
+	}
 	rc = do_create(fuse_req_ctx(req)->pid, parent, name, mode, fi->flags,
 		       &ino, &h);
 	if (!rc) {

@@ -47,11 +47,14 @@
  *   store_*() call.
  */
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fs.h"
 
@@ -115,6 +118,51 @@ uint64_t rfs_name_hash(uint64_t basis, const char *region, const void *key,
 	for (i = 0; i < klen; i++)
 		h = (h ^ p[i]) * 0x100000001b3ULL;
 	return rfs_hash_mix(h);
+}
+
+int rfs_watch_dir(const char *path, uint32_t mask, char *dir, size_t dirlen)
+{
+	const char *slash = strrchr(path, '/');
+	size_t len = slash ? (size_t)(slash - path) : 0;
+	int fd;
+
+	snprintf(dir, dirlen, "%.*s", (int)(len ? len : 1), len ? path : "/");
+	if (!slash || len + 1 >= dirlen)
+		return -ENAMETOOLONG; /* main.c makes paths absolute */
+	fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (inotify_add_watch(fd, dir, mask) < 0) {
+		int rc = -errno;
+
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+bool rfs_watch_hit(int fd, const char *base, bool prefix)
+{
+	char buf[4096]
+		__attribute__((aligned(__alignof__(struct inotify_event))));
+	size_t blen = strlen(base);
+	bool hit = false;
+	ssize_t n;
+
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *ev = (void *)p;
+
+			if (ev->mask & IN_Q_OVERFLOW)
+				hit = true; /* events were lost */
+			else if (ev->len &&
+				 strncmp(ev->name, base, blen) == 0 &&
+				 (prefix || ev->name[blen] == '\0'))
+				hit = true;
+			p += sizeof(*ev) + ev->len;
+		}
+	}
+	return hit;
 }
 
 uint64_t rfs_mono_ns(void)
@@ -452,8 +500,8 @@ void rfs_state_fini(void)
 	rfs_table_unref(table_swap(NULL));
 }
 
-int rfs_state_replace(const struct config *c, struct rfs_table **old,
-		      char *err, size_t errlen)
+int rfs_state_replace(const struct config *c, struct rfs_table **old, char *err,
+		      size_t errlen)
 {
 	struct rfs_table *t;
 	int rc;

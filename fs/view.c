@@ -31,8 +31,8 @@ void rfs_counters_sum(struct rfs_counters *out)
 	out->config_failures = atomic_load(&rfs.reload_failures);
 	rfs_feed_counters(&out->feed_changes, &out->feed_lag_ms);
 	out->feed_poll_age_ms = rfs_feed_poll_age_ms();
+	rfs_mem_counters(out);
 }
-
 
 int rfs_view_build(struct rfs_view_hold *h)
 {
@@ -76,4 +76,3 @@ void rfs_view_release(struct rfs_view_hold *h)
 	rfs_table_unref(h->t);
 	h->t = NULL;
 }
-

@@ -377,6 +377,9 @@ static void render_region_stats(struct outbuf *o, const struct rfs_view *v,
 	put_region_counters(o, r);
 	put_u64(o, "max_entries", r->lim.max_entries);
 	put_u64(o, "max_bytes", r->lim.max_bytes);
+	/* the eviction policy's tuning state (0 unless strategy tinylfu) */
+	out_printf(o, "window_share %.4f\n", r->s.window_share);
+	put_u64(o, "sketch_resets", r->s.sketch_resets);
 }
 
 static void put_counters(struct outbuf *o, const struct rfs_counters *c)
@@ -400,6 +403,10 @@ static void put_counters(struct outbuf *o, const struct rfs_counters *c)
 	put_u64(o, "feed_poll_age_ms", c->feed_poll_age_ms);
 	put_u64(o, "config_reloads", c->config_reloads);
 	put_u64(o, "config_failures", c->config_failures);
+	put_u64(o, "memory_values_bytes", c->mem_values_bytes);
+	put_u64(o, "memory_write_buffer_bytes", c->mem_wbuf_bytes);
+	put_u64(o, "memory_limit_bytes", c->mem_limit_bytes);
+	put_u64(o, "memory_refusals", c->mem_refusals);
 }
 
 static void put_store(struct outbuf *o, const struct store_stats *s)
@@ -409,6 +416,13 @@ static void put_store(struct outbuf *o, const struct store_stats *s)
 		uint64_t v = u64_at(s, f->off);
 
 		put_u64(o, f->line, f->unit == STORE_UNIT_NS ? v / 1000u : v);
+	}
+	for (int k = 0; k < STORE_ERR_NKINDS; k++) {
+		char name[48];
+
+		snprintf(name, sizeof(name), "store_errors_%s",
+			 store_err_kind_name(k));
+		put_u64(o, name, s->errs[k]);
 	}
 }
 
@@ -676,6 +690,18 @@ static const struct prom_daemon_metric prom_daemon_metrics[] = {
 	{"regionfs_config_reload_failures_total", "counter",
 	 "Configuration reloads refused (the old configuration kept running).",
 	 RC(config_failures)},
+	{"regionfs_memory_values_bytes", "gauge",
+	 "Bytes of all values in memory: cached, or pinned by open files.",
+	 RC(mem_values_bytes)},
+	{"regionfs_memory_write_buffer_bytes", "gauge",
+	 "Bytes of the write buffers of files open for writing.",
+	 RC(mem_wbuf_bytes)},
+	{"regionfs_memory_limit_bytes", "gauge",
+	 "The global memory limit (-o max_memory); 0: none.",
+	 RC(mem_limit_bytes)},
+	{"regionfs_memory_refusals_total", "counter",
+	 "Loads and writes refused with ENOMEM by the global memory limit.",
+	 RC(mem_refusals)},
 };
 
 static void prom_daemon(struct outbuf *o, const struct rfs_view *v)
@@ -717,6 +743,12 @@ static void prom_daemon(struct outbuf *o, const struct rfs_view *v)
 			out_printf(o, "%" PRIu64, val);
 		out_str(o, "\n");
 	}
+	name = "regionfs_store_failures_total";
+	prom_family(o, name, "counter",
+		    "Store errors by kind (a missing key is none).");
+	for (int k = 0; k < STORE_ERR_NKINDS; k++)
+		out_printf(o, "%s{kind=\"%s\"} %" PRIu64 "\n", name,
+			   store_err_kind_name(k), s->errs[k]);
 }
 
 static void render_metrics(struct outbuf *o, const struct rfs_view *v,

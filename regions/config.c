@@ -317,6 +317,8 @@ const char *config_strategy_name(enum region_strategy s)
 		return "lru";
 	case REGION_STRATEGY_S3FIFO:
 		return "s3fifo";
+	case REGION_STRATEGY_TINYLFU:
+		return "tinylfu";
 	}
 	return "unknown";
 }
@@ -427,8 +429,10 @@ static int set_strategy(struct parser *p, struct config_region *cr,
 		cr->lim.strategy = REGION_STRATEGY_LRU;
 	else if (strcasecmp(v, "s3fifo") == 0)
 		cr->lim.strategy = REGION_STRATEGY_S3FIFO;
+	else if (strcasecmp(v, "tinylfu") == 0)
+		cr->lim.strategy = REGION_STRATEGY_TINYLFU;
 	else
-		return bad_value(p, "strategy", "lru or s3fifo", v);
+		return bad_value(p, "strategy", "lru, s3fifo or tinylfu", v);
 	return 0;
 }
 
@@ -475,7 +479,7 @@ void config_default_region(struct config_region *out)
 	out->lim.ttl_ms = 0;
 	out->lim.tti_ms = 0;
 	out->lim.nstripes = 16;
-	out->lim.strategy = REGION_STRATEGY_LRU;
+	out->lim.strategy = REGION_STRATEGY_TINYLFU;
 	out->durable = false;
 }
 

@@ -56,6 +56,7 @@
 #include "region_int.h"
 
 #define S3_MAX_FREQ	  3
+#define S3_EXAMINE_MAX	  1024 /* entries one eviction may examine */
 #define S3_GHOST_MIN_CAP  64
 #define GHOST_MIN_BUCKETS 16
 
@@ -294,9 +295,15 @@ static bool s3_main_over(const struct stripe *s)
 		s->main_bytes > s->quota_bytes - s->quota_bytes / 10);
 }
 
-/* Evicts one entry from main (clock: accessed ones go around again). */
+/*
+ * Evicts one entry from main (clock: accessed ones go around again). Once
+ * the call's budget (*examined, up to S3_EXAMINE_MAX) is spent it evicts
+ * the entry at hand whatever its count, so one call examines a bounded
+ * number (a main full of accessed entries would otherwise go round up to
+ * 3 times: a pause under the lock).
+ */
 static bool s3_evict_main(struct region *r, struct stripe *s,
-			  struct entry **grave)
+			  struct entry **grave, unsigned *examined)
 {
 	struct rlist *t;
 
@@ -305,7 +312,7 @@ static bool s3_evict_main(struct region *r, struct stripe *s,
 		unsigned char f =
 			atomic_load_explicit(&e->freq, memory_order_relaxed);
 
-		if (f == 0) {
+		if (f == 0 || ++*examined >= S3_EXAMINE_MAX) {
 			region__evict_locked(r, s, e, grave);
 			return true;
 		}
@@ -317,23 +324,27 @@ static bool s3_evict_main(struct region *r, struct stripe *s,
 
 /*
  * Evicts one entry from small, promoting accessed ones to main on the
- * way (and evicting from main when that pushes it over its share).
+ * way (and evicting from main when that pushes it over its share). Once the
+ * call's budget is spent the entry at hand leaves (the first over-quota
+ * install after a cold fill would otherwise promote the whole small queue
+ * under one lock hold).
  */
 static bool s3_evict_small(struct region *r, struct stripe *s,
-			   struct entry **grave)
+			   struct entry **grave, unsigned *examined)
 {
 	struct rlist *t;
 
 	while ((t = rlist_tail(&s->small))) {
 		struct entry *e = entry_of(t);
 
-		if (atomic_load_explicit(&e->freq, memory_order_relaxed) > 1) {
+		if (atomic_load_explicit(&e->freq, memory_order_relaxed) > 1 &&
+		    ++*examined < S3_EXAMINE_MAX) {
 			s3_remove_locked(s, e);
 			atomic_store_explicit(&e->freq, 0,
 					      memory_order_relaxed);
 			s3_push(s, e, ENTRY_Q_MAIN);
 			if (s3_main_over(s))
-				s3_evict_main(r, s, grave);
+				s3_evict_main(r, s, grave, examined);
 			continue;
 		}
 		ghost_add(s, e->hash, e->charge);
@@ -347,14 +358,15 @@ static bool s3_evict_locked(struct region *r, struct stripe *s,
 			    struct entry **grave)
 {
 	uint64_t n = s->nentries;
+	unsigned examined = 0; /* shared budget: S3_EXAMINE_MAX per call */
 
 	if (s3_small_full(s) || rlist_empty(&s->main)) {
-		s3_evict_small(r, s, grave);
+		s3_evict_small(r, s, grave, &examined);
 		/* promotions may have pushed main over and evicted there */
 		if (s->nentries != n)
 			return true;
 	}
-	return s3_evict_main(r, s, grave);
+	return s3_evict_main(r, s, grave, &examined);
 }
 
 static void s3_reset_locked(struct stripe *s)
@@ -392,6 +404,8 @@ const struct region_evict_ops *region__evict_ops(enum region_strategy s)
 		return &lru_ops;
 	case REGION_STRATEGY_S3FIFO:
 		return &s3fifo_ops;
+	case REGION_STRATEGY_TINYLFU:
+		return &region__tinylfu_ops;
 	}
 	return NULL;
 }

@@ -94,6 +94,18 @@ static bool stale_guard_on(void)
 
 /* ---- values ----------------------------------------------------------- */
 
+/*
+ * Bytes of every live value (data plus header), cached or only referenced
+ * by readers: what the daemon's global memory limit measures. Touched on
+ * create and free only, never on a hit.
+ */
+static atomic_uint_fast64_t live_value_bytes;
+
+uint64_t region_values_bytes(void)
+{
+	return atomic_load_explicit(&live_value_bytes, memory_order_relaxed);
+}
+
 struct region_value *region_value_create(const void *data, size_t len)
 {
 	struct region_value *v;
@@ -112,6 +124,8 @@ struct region_value *region_value_create(const void *data, size_t len)
 	v->tag = 0;
 	if (len)
 		memcpy(v->inline_data, data, len);
+	atomic_fetch_add_explicit(&live_value_bytes, sizeof(*v) + len,
+				  memory_order_relaxed);
 	return v;
 }
 
@@ -131,6 +145,8 @@ struct region_value *region_value_adopt(void *buf, size_t len)
 	v->mtime_ns = 0;
 	v->version = 0;
 	v->tag = 0;
+	atomic_fetch_add_explicit(&live_value_bytes, sizeof(*v) + v->len,
+				  memory_order_relaxed);
 	return v;
 }
 
@@ -181,8 +197,16 @@ struct region_value *region_value_ref(struct region_value *v)
 	return region__value_ref(v);
 }
 
+void region__values_account(int64_t delta)
+{
+	atomic_fetch_add_explicit(&live_value_bytes, (uint64_t)delta,
+				  memory_order_relaxed);
+}
+
 void region__value_free(struct region_value *v)
 {
+	atomic_fetch_sub_explicit(&live_value_bytes, sizeof(*v) + v->len,
+				  memory_order_relaxed);
 	if (v->kind == VALUE_EMBEDDED) {
 		free((char *)v - v->back); /* the entry's block */
 		return;
@@ -234,7 +258,8 @@ static bool valid_limits(const struct region_limits *lim)
 	    (lim->nstripes & (lim->nstripes - 1)))
 		return false;
 	if (lim->strategy != REGION_STRATEGY_LRU &&
-	    lim->strategy != REGION_STRATEGY_S3FIFO)
+	    lim->strategy != REGION_STRATEGY_S3FIFO &&
+	    lim->strategy != REGION_STRATEGY_TINYLFU)
 		return false;
 	if (lim->max_bytes && lim->max_value_size > lim->max_bytes)
 		return false;
@@ -859,6 +884,9 @@ int region_flight_done(struct region *r, struct region_flight *fl, int rc,
 		detach_locked(s, fl);
 	waiters = fl->waiters; /* detached: nobody can join any more */
 	if (e && !installable_locked(r, s, fl, e)) {
+		if (e->val != v) /* a copy, never published */
+			region__values_account(
+				-(int64_t)(sizeof(*v) + e->val->len));
 		free(e); /* never linked, holds no reference */
 		e = NULL;
 	}

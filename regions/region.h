@@ -37,6 +37,7 @@ struct region_flight; /* opaque; one load in the air */
 enum region_strategy {
 	REGION_STRATEGY_LRU = 0, /* exact LRU per stripe, batched recording */
 	REGION_STRATEGY_S3FIFO,	 /* small/main FIFO queues + ghost (S3-FIFO) */
+	REGION_STRATEGY_TINYLFU, /* adaptive W-TinyLFU (window + SLRU + sketch) */
 };
 
 /* Where an invalidation came from; counted separately in the stats. */
@@ -172,6 +173,13 @@ struct region_stats {
 #define REGION_STATS_FIELD(src, id, field, ...) uint64_t field;
 	REGION_STATS(REGION_STATS_FIELD)
 #undef REGION_STATS_FIELD
+	/*
+	 * The eviction policy's tuning state, strategy tinylfu only (0
+	 * otherwise); not in REGION_STATS, since the share is a fraction.
+	 */
+	double window_share;	/* admission window's target share of the
+				   quota, mean over stripes, 0..1 (adapts) */
+	uint64_t sketch_resets; /* frequency sketch halvings (aging) */
 };
 
 /* ---- values ---------------------------------------------------------- */
@@ -203,6 +211,11 @@ void region_value_set_tag(struct region_value *v, uint64_t tag);
 uint64_t region_value_tag(const struct region_value *v);
 /* Takes one more reference. Returns v. */
 struct region_value *region_value_ref(struct region_value *v);
+/*
+ * Bytes held by all live values of the process (cached, or kept alive by
+ * a reference only), headers included. Relaxed: a snapshot.
+ */
+uint64_t region_values_bytes(void);
 /* Drops one reference; frees on the last. Accepts NULL. */
 void region_value_unref(struct region_value *v);
 

@@ -140,6 +140,9 @@ enum entry_queue {
 	ENTRY_Q_NONE = 0, /* LRU: the single list */
 	ENTRY_Q_SMALL,	  /* S3-FIFO small (probation) queue */
 	ENTRY_Q_MAIN,	  /* S3-FIFO main queue */
+	ENTRY_Q_WINDOW,	  /* TinyLFU admission window (tinylfu.c) */
+	ENTRY_Q_PROBATION, /* TinyLFU main, probation segment */
+	ENTRY_Q_PROTECTED, /* TinyLFU main, protected segment */
 };
 
 /*
@@ -216,6 +219,8 @@ struct ghost {
 
 /* ---- stripes --------------------------------------------------------- */
 
+#include "tinylfu.h" /* struct region_tlfu: needs struct rlist */
+
 struct stripe;
 struct region;
 
@@ -248,6 +253,10 @@ struct region_evict_ops {
 			     struct entry **grave);
 	/* Drops policy state that outlives entries (the ghost). */
 	void (*reset_locked)(struct stripe *s);
+	/* Optional: sets up policy state at stripe init; 0 or -errno. */
+	int (*init)(struct stripe *s);
+	/* Optional: frees it at stripe release. No lock; nobody else uses s. */
+	void (*release)(struct stripe *s);
 };
 
 /* A chained hash table; readers walk it with acquire loads. */
@@ -307,6 +316,8 @@ struct stripe {
 	uint64_t small_n, small_bytes; /* L: stripe */
 	uint64_t main_n, main_bytes;   /* L: stripe */
 	struct ghost ghost;	       /* L: stripe */
+	/* W-TinyLFU (tinylfu.c) */
+	struct region_tlfu tlfu; /* L: stripe */
 #ifndef NDEBUG
 	atomic_uintptr_t owner; /* lock holder's token, or 0 */
 #endif
@@ -604,6 +615,8 @@ void region__migrate_step_locked(struct stripe *s);
 const struct region_evict_ops *region__evict_ops(enum region_strategy s);
 /* Frees the ghost. No lock; nobody else may use s. */
 void region__ghost_release(struct ghost *g);
+/* tinylfu.c */
+extern const struct region_evict_ops region__tinylfu_ops;
 
 /* ---- expire.c -------------------------------------------------------- */
 
@@ -704,6 +717,8 @@ static inline struct region_value *region__value_ref(struct region_value *v)
 
 /* Frees a value whose count reached zero. */
 void region__value_free(struct region_value *v);
+/* Adds delta to the bytes of live values (region_values_bytes()). */
+void region__values_account(int64_t delta);
 
 /* Computes stripe quotas for limits spread over n stripes. */
 void region__quota_of(const struct region_limits *lim, unsigned n, unsigned i,

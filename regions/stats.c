@@ -122,6 +122,10 @@ static void sum_gauges(struct region *r, struct region_stats *out)
 		out->flights += s->nflights;
 		if (s->quota_entries != REGION_UNLIMITED)
 			out->stripe_max_entries = s->quota_entries;
+		if (r->strategy == REGION_STRATEGY_TINYLFU) {
+			out->window_share += s->tlfu.wshare / r->nstripes;
+			out->sketch_resets += s->tlfu.sketch.resets;
+		}
 		pthread_mutex_unlock(&s->lock);
 		mx = atomic_load_explicit(&s->max_examined,
 					  memory_order_relaxed);

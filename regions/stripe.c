@@ -110,6 +110,7 @@ int region__stripe_init(struct stripe *s, const struct region_evict_ops *ops)
 {
 	struct table *t;
 	unsigned i;
+	int rc;
 
 	memset(s, 0, sizeof(*s));
 	s->ops = ops;
@@ -138,6 +139,12 @@ int region__stripe_init(struct stripe *s, const struct region_evict_ops *ops)
 	rlist_init(&s->small);
 	rlist_init(&s->main);
 	rlist_init(&s->ghost.fifo);
+	if (ops->init && (rc = ops->init(s)) != 0) {
+		free(t);
+		free(s->lanes);
+		s->lanes = NULL;
+		return rc;
+	}
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->flight_cv, NULL);
 	return 0;
@@ -192,6 +199,8 @@ void region__stripe_release(struct stripe *s)
 		free(t);
 	}
 	region__ghost_release(&s->ghost);
+	if (s->ops->release)
+		s->ops->release(s);
 	free(s->lanes);
 	s->lanes = NULL;
 	pthread_cond_destroy(&s->flight_cv);
@@ -389,6 +398,7 @@ struct entry *region__entry_create(uint64_t hash, const void *key, size_t klen,
 		struct region_value *c = (void *)((char *)e + off);
 
 		atomic_init(&c->refs, 1); /* the entry's */
+		region__values_account((int64_t)(sizeof(*c) + v->len));
 		c->kind = VALUE_EMBEDDED;
 		c->back = (uint16_t)off;
 		c->len = v->len;

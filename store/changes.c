@@ -183,7 +183,9 @@ int store_changes_head(struct store *st, uint64_t *cursor)
 	int64_t v;
 	int err;
 
-	err = store__rstmt(st, R_HEAD, &rc, &s);
+	err = store__lost(st);
+	if (err == 0)
+		err = store__rstmt(st, R_HEAD, &rc, &s);
 	if (err == 0)
 		err = store__step_int(rc->db, s, &v);
 	if (err)
@@ -197,6 +199,7 @@ struct feed_row {
 	uint64_t seq;
 	size_t region_off, key_off, klen;
 	bool own;
+	bool blob; /* region or key is a BLOB: names no file, skipped */
 };
 
 struct feed_page {
@@ -253,6 +256,7 @@ static int page_add(struct feed_page *p, sqlite3_stmt *s)
 	r->region_off = ro;
 	r->key_off = ko;
 	r->klen = sqlite3_column_bytes(s, 2);
+	r->blob = !sqlite3_column_int(s, 3); /* SQL_TEXT_ROW */
 	p->n++;
 	return SQLITE_OK;
 }
@@ -279,7 +283,7 @@ static int feed_fetch(struct store *st, uint64_t cursor, uint64_t head,
 		err = page_add(p, s);
 	sqlite3_reset(s);
 	if (err != SQLITE_DONE)
-		return store__sqlerr(rc->db, err);
+		return store__fail(st, rc->db, err, "feed", NULL, NULL, 0);
 	/* our rows were recorded before we could read them: design note */
 	store__ranges_lock(st);
 	for (i = 0; i < p->n; i++)
@@ -319,7 +323,7 @@ static void feed_emit(struct store *st, struct feed_pass *fp,
 		if (fp->stop)
 			return;
 		*cursor = r->seq;
-		if (r->own)
+		if (r->own || r->blob)
 			continue;
 		fp->calls++;
 		fp->stop = fp->fn(fp->ctx, p->buf + r->region_off,
@@ -370,7 +374,9 @@ int store_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
 
 	if (!fn)
 		return -EINVAL;
-	err = store__rstmt(st, R_DATA_VERSION, &rc, &s);
+	err = store_file_lost(st) ? store__lost(st) : 0;
+	if (err == 0)
+		err = store__rstmt(st, R_DATA_VERSION, &rc, &s);
 	if (err == 0)
 		err = store__step_int(rc->db, s, &dv);
 	if (err)

@@ -168,6 +168,117 @@ int store__sqlerr(sqlite3 *db, int rc)
 	return store_errno(rc);
 }
 
+static const char *const err_kind_names[STORE_ERR_NKINDS] = {
+	[STORE_ERR_CORRUPT] = "corrupt",   [STORE_ERR_IO] = "io",
+	[STORE_ERR_FULL] = "full",	   [STORE_ERR_BUSY] = "busy",
+	[STORE_ERR_READONLY] = "readonly", [STORE_ERR_NOMEM] = "nomem",
+	[STORE_ERR_LOST] = "lost",	   [STORE_ERR_OTHER] = "other",
+};
+
+const char *store_err_kind_name(enum store_err_kind kind)
+{
+	return (unsigned)kind < STORE_ERR_NKINDS ? err_kind_names[kind] : "?";
+}
+
+/* The kind of a failure: SQLite's code, refined by the errno it gave. */
+static enum store_err_kind err_kind(int rc, int err)
+{
+	if (err == -ENOSPC || err == -EDQUOT)
+		return STORE_ERR_FULL;
+	if (err == -EROFS)
+		return STORE_ERR_READONLY;
+	if (err == -ENOMEM)
+		return STORE_ERR_NOMEM;
+	switch (rc & 0xff) {
+	case SQLITE_CORRUPT:
+	case SQLITE_NOTADB:
+		return STORE_ERR_CORRUPT;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return STORE_ERR_BUSY;
+	case SQLITE_IOERR:
+	case SQLITE_CANTOPEN:
+		return STORE_ERR_IO;
+	default:
+		return STORE_ERR_OTHER;
+	}
+}
+
+static void report(struct store *st, int err, enum store_err_kind kind,
+		   const char *what, const char *region, const void *key,
+		   size_t klen, const char *msg)
+{
+	atomic_fetch_add_explicit(&st->errs[kind], 1, memory_order_relaxed);
+	if (st->on_error)
+		st->on_error(st->error_ctx, err, kind, what, region, key, klen,
+			     msg);
+}
+
+int store__fail(struct store *st, sqlite3 *db, int rc, const char *what,
+		const char *region, const void *key, size_t klen)
+{
+	int err = store__sqlerr(db, rc);
+
+	if (err == 0 || err == -ENOENT)
+		return err;
+	report(st, err, err_kind(rc, err), what, region, key, klen,
+	       db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+	return err;
+}
+
+int store__lost(struct store *st)
+{
+	if (!atomic_load_explicit(&st->lost, memory_order_acquire))
+		return 0;
+	atomic_fetch_add_explicit(&st->errs[STORE_ERR_LOST], 1,
+				  memory_order_relaxed);
+	return -EIO;
+}
+
+static const char *const side_suffix[2] = {"-wal", "-shm"};
+
+/*
+ * The -wal and -shm files at the path belong to the file we opened, not
+ * to whatever is at the path now; SQLite names them by path, so the next
+ * opener of the new file would apply our WAL to it (and SQLite does not
+ * checkpoint or delete a WAL at close once its database has moved). So
+ * they go, if they are still the ones we saw at open. Our connections
+ * keep their descriptors; nothing is written through them any more.
+ */
+static void drop_side_files(struct store *st)
+{
+	char p[PATH_MAX];
+	struct stat sb;
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		if (snprintf(p, sizeof(p), "%s%s", st->path, side_suffix[i]) >=
+		    (int)sizeof(p))
+			continue;
+		if (stat(p, &sb) == 0 && sb.st_dev == st->side_dev[i] &&
+		    sb.st_ino == st->side_ino[i] && st->side_ino[i])
+			unlink(p);
+	}
+}
+
+bool store_file_lost(struct store *st)
+{
+	struct stat sb;
+
+	if (atomic_load_explicit(&st->lost, memory_order_acquire))
+		return true;
+	if (stat(st->path, &sb) == 0) {
+		if (sb.st_dev == st->dev && sb.st_ino == st->ino)
+			return false;
+	} else if (errno != ENOENT && errno != ENOTDIR) {
+		return false; /* cannot tell (EACCES, EIO): not proof */
+	}
+	if (!atomic_exchange_explicit(&st->lost, true, memory_order_acq_rel) &&
+	    !st->read_only)
+		drop_side_files(st);
+	return true;
+}
+
 static int64_t clock_ns(clockid_t clk)
 {
 	struct timespec ts;
@@ -320,6 +431,26 @@ static int create_file(const char *path)
 }
 
 /*
+ * A database someone else could have planted or can rewrite is refused
+ * (-EPERM): it must be a regular file owned by the user running us, not
+ * writable by group or others (SQLite gives -wal and -shm its mode, so a
+ * 0666 file would make them world-writable too). A file readable by
+ * others is the operator's choice and allowed.
+ */
+static int check_owner(const char *path)
+{
+	struct stat sb;
+
+	if (stat(path, &sb))
+		return -errno;
+	if (!S_ISREG(sb.st_mode))
+		return S_ISDIR(sb.st_mode) ? -EISDIR : -EINVAL;
+	if (sb.st_uid != geteuid() || (sb.st_mode & 022))
+		return -EPERM;
+	return 0;
+}
+
+/*
  * Runs constant SQL that yields one row and compares its first column:
  * with text (as text) if text is not NULL, else *v gets it as an integer.
  * Returns 0 (equal or read), 1 (text differs) or -errno.
@@ -403,22 +534,79 @@ static int writer_pragmas(struct store *st)
 	return exec_sql(st->wdb, sql);
 }
 
+/*
+ * A read-only store changes nothing: the file must already be a WAL
+ * database at our schema version.
+ */
+static int check_read_only(struct store *st)
+{
+	int64_t v;
+	int rc;
+
+	rc = query_one(st->wdb, "PRAGMA journal_mode", "wal", NULL);
+	if (rc)
+		return rc < 0 ? rc : -EPROTO;
+	rc = query_one(st->wdb, "PRAGMA user_version", NULL, &v);
+	if (rc == 0 && v != SCHEMA_VERSION)
+		rc = -EPROTO;
+	return rc;
+}
+
 static int writer_open(struct store *st)
 {
 	int rc;
 
-	rc = sqlite3_open_v2(st->path, &st->wdb,
-			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+	rc = sqlite3_open_v2(
+		st->path, &st->wdb,
+		(st->read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) |
+			SQLITE_OPEN_NOMUTEX,
+		NULL);
 	if (rc != SQLITE_OK)
 		return store__sqlerr(st->wdb, rc);
 	sqlite3_extended_result_codes(st->wdb, 1);
 	sqlite3_busy_handler(st->wdb, writer_busy, st);
+	/* SQLite falls back to read-only when it may not write the file */
+	if (!st->read_only && sqlite3_db_readonly(st->wdb, "main") == 1)
+		return -EROFS;
+	if (st->read_only)
+		return check_read_only(st);
 	rc = writer_pragmas(st);
 	if (rc == 0)
 		rc = schema_upgrade(st->wdb);
 	if (rc == 0)
 		rc = prepare_all(st->wdb, write_sql, W_NSTMT, st->w);
 	return rc;
+}
+
+/*
+ * Remembers which file the store opened (device and inode), for
+ * store_file_lost(); SQLite must agree that it is the one at the path.
+ */
+static int remember_file(struct store *st)
+{
+	struct stat sb;
+	int moved = 0;
+
+	char p[PATH_MAX];
+	int i;
+
+	if (stat(st->path, &sb))
+		return -errno;
+	st->dev = sb.st_dev;
+	st->ino = sb.st_ino;
+	for (i = 0; i < 2; i++) { /* they exist: the writer has read */
+		if (snprintf(p, sizeof(p), "%s%s", st->path, side_suffix[i]) <
+			    (int)sizeof(p) &&
+		    stat(p, &sb) == 0) {
+			st->side_dev[i] = sb.st_dev;
+			st->side_ino[i] = sb.st_ino;
+		}
+	}
+	if (sqlite3_file_control(st->wdb, "main", SQLITE_FCNTL_HAS_MOVED,
+				 &moved) == SQLITE_OK &&
+	    moved)
+		return -ESTALE; /* replaced while we opened it */
+	return 0;
 }
 
 /* ---- read connections ------------------------------------------------- */
@@ -458,6 +646,10 @@ static int rconn_open(struct store *st, struct rconn **out)
 		err = store__sqlerr(rc->db, err);
 		rconn_close(rc);
 		return err;
+	}
+	if (store_file_lost(st)) { /* it may have opened the new file */
+		rconn_close(rc);
+		return store__lost(st);
 	}
 	sqlite3_extended_result_codes(rc->db, 1);
 	sqlite3_busy_timeout(rc->db, (int)st->busy_timeout_ms);
@@ -539,7 +731,11 @@ static int copy_value(sqlite3_stmt *s, void **data, uint64_t *len)
 	*len = n;
 	if (n == 0)
 		return 0; /* an empty value reads as NULL */
-	*data = src ? malloc(n) : NULL;
+	if (!src) /* out of memory, or a damaged page (read_row reports) */
+		return sqlite3_errcode(sqlite3_db_handle(s)) == SQLITE_NOMEM
+			       ? -ENOMEM
+			       : -EIO;
+	*data = malloc(n);
 	if (!*data)
 		return -ENOMEM;
 	memcpy(*data, src, n);
@@ -550,18 +746,25 @@ static int copy_value(sqlite3_stmt *s, void **data, uint64_t *len)
  * Steps s, bound to (region, key), on rc; runs row(s, arg) on the row.
  * -ENOENT if there is none. Resets s before returning.
  */
-static int read_row(struct rconn *rc, sqlite3_stmt *s, const char *region,
-		    const void *key, size_t klen,
+static int read_row(struct rconn *rc, sqlite3_stmt *s, const char *what,
+		    const char *region, const void *key, size_t klen,
 		    int (*row)(sqlite3_stmt *s, void *arg), void *arg)
 {
-	int err = bind_rk(s, region, key, klen);
+	int err = bind_rk(s, region, key, klen), code;
 
 	if (err == SQLITE_OK)
 		err = sqlite3_step(s);
-	if (err == SQLITE_ROW)
+	if (err == SQLITE_ROW) {
 		err = row(s, arg);
-	else
-		err = err == SQLITE_DONE ? -ENOENT : store__sqlerr(rc->db, err);
+		code = sqlite3_errcode(rc->db); /* reading a column failed? */
+		if (err && code != SQLITE_OK && code != SQLITE_ROW)
+			err = store__fail(rc->st, rc->db, code, what, region,
+					  key, klen);
+	} else {
+		err = err == SQLITE_DONE ? -ENOENT
+					 : store__fail(rc->st, rc->db, err,
+						       what, region, key, klen);
+	}
 	sqlite3_reset(s);
 	return err;
 }
@@ -597,9 +800,11 @@ int store_load(struct store *st, const char *region, const void *key,
 	*data = NULL;
 	err = check_args(region, key, klen);
 	if (err == 0)
+		err = store__lost(st);
+	if (err == 0)
 		err = store__rstmt(st, R_LOAD, &rc, &s);
 	if (err == 0)
-		err = read_row(rc, s, region, key, klen, load_row, &o);
+		err = read_row(rc, s, "load", region, key, klen, load_row, &o);
 	if (err == 0 && meta)
 		*meta = o.meta;
 	return err;
@@ -615,9 +820,11 @@ int store_stat(struct store *st, const char *region, const void *key,
 
 	err = check_args(region, key, klen);
 	if (err == 0)
+		err = store__lost(st);
+	if (err == 0)
 		err = store__rstmt(st, R_STAT, &rc, &s);
 	if (err == 0)
-		err = read_row(rc, s, region, key, klen, stat_row, &m);
+		err = read_row(rc, s, "stat", region, key, klen, stat_row, &m);
 	if (err == 0 && meta)
 		*meta = m;
 	return err;
@@ -662,7 +869,9 @@ static int list_fetch(struct store *st, const char *region, const void *from,
 		err = SQLITE_OK;
 	}
 	sqlite3_reset(s);
-	return err == SQLITE_DONE ? 0 : store__sqlerr(rc->db, err);
+	return err == SQLITE_DONE ? 0
+				  : store__fail(st, rc->db, err, "list", region,
+						flen ? from : NULL, flen);
 }
 
 int store_list(struct store *st, const char *region, const void *after,
@@ -675,6 +884,9 @@ int store_list(struct store *st, const char *region, const void *after,
 
 	if (!region || !fn || (alen && !after) || alen > STORE_MAX_KEY)
 		return -EINVAL;
+	err = store__lost(st);
+	if (err)
+		return err;
 	items = malloc(LIST_CHUNK * sizeof(*items));
 	if (!items)
 		return -ENOMEM;
@@ -711,7 +923,9 @@ int store_region_usage(struct store *st, const char *region, uint64_t *nkeys,
 
 	if (!region)
 		return -EINVAL;
-	err = store__rstmt(st, R_USAGE, &rc, &s);
+	err = store__lost(st);
+	if (err == 0)
+		err = store__rstmt(st, R_USAGE, &rc, &s);
 	if (err)
 		return err;
 	err = sqlite3_bind_text(s, 1, region, -1, SQLITE_STATIC);
@@ -724,7 +938,9 @@ int store_region_usage(struct store *st, const char *region, uint64_t *nkeys,
 	sqlite3_reset(s);
 	if (err == SQLITE_ROW)
 		return 0;
-	return err == SQLITE_DONE ? -EIO : store__sqlerr(rc->db, err);
+	return err == SQLITE_DONE
+		       ? -EIO
+		       : store__fail(st, rc->db, err, "usage", region, NULL, 0);
 }
 
 /* ---- the writer thread ---------------------------------------------------- */
@@ -940,18 +1156,52 @@ static void batch_scan(const struct op *batch, struct batch_info *bi)
 	}
 }
 
-/* Every op of the batch fails with err. */
-static void batch_fail(struct store *st, struct op *batch, int err)
+static const char *op_name(const struct op *op)
+{
+	static const char *const names[] = {
+		[OP_PUT] = "put",	[OP_DELETE] = "delete",
+		[OP_RENAME] = "rename", [OP_SYNC] = "sync",
+		[OP_PRUNE] = "prune",
+	};
+
+	return names[op->kind];
+}
+
+/* Reports op's failure (not -ENOENT), met just now on the write connection. */
+static void op_report(struct store *st, const struct op *op, const char *what)
+{
+	int code = sqlite3_extended_errcode(st->wdb);
+
+	if (op->rc == 0 || op->rc == -ENOENT)
+		return;
+	report(st, op->rc, err_kind(code, op->rc), what ? what : op_name(op),
+	       op->region, op->key, op->klen, sqlite3_errmsg(st->wdb));
+}
+
+/*
+ * Every op of the batch fails with err, reported once for the batch (as
+ * the first op when the batch holds only one); lost: the file is gone,
+ * counted per op and not reported (the caller of store_file_lost logs).
+ */
+static void batch_fail(struct store *st, struct op *batch, int err, bool lost)
 {
 	struct op *op;
 
 	for (op = batch; op; op = op->next) {
 		op->rc = err;
 		st->wstats.errors += op_changes_kv(op);
+		if (lost)
+			atomic_fetch_add_explicit(&st->errs[STORE_ERR_LOST], 1,
+						  memory_order_relaxed);
 	}
+	if (!lost)
+		op_report(st, batch, batch->next ? "commit" : NULL);
 }
 
-/* Runs every op; returns nonzero only if SQLite aborted the transaction. */
+/*
+ * Runs every op; returns nonzero only if SQLite aborted the transaction
+ * (batch_fail() then reports it). An op that fails alone is reported here.
+ */
 static int batch_apply(struct store *st, struct op *batch)
 {
 	struct op *op;
@@ -960,6 +1210,7 @@ static int batch_apply(struct store *st, struct op *batch)
 		op->rc = op_run(st, op);
 		if (op->rc && sqlite3_get_autocommit(st->wdb))
 			return op->rc;
+		op_report(st, op, NULL);
 	}
 	return 0;
 }
@@ -1068,7 +1319,7 @@ static int batch_sync(struct store *st, const struct batch_info *bi, bool wrote,
 }
 
 /* The whole life of one batch; sets every op's rc. */
-static void batch_run(struct store *st, struct op *batch)
+static void batch_run_once(struct store *st, struct op *batch)
 {
 	int changes0 = sqlite3_total_changes(st->wdb);
 	struct batch_info bi;
@@ -1076,6 +1327,10 @@ static void batch_run(struct store *st, struct op *batch)
 	int rc = 0;
 
 	batch_scan(batch, &bi);
+	if (store_file_lost(st)) { /* before anything reaches the old file */
+		batch_fail(st, batch, -EIO, true);
+		return;
+	}
 	switched = bi.durable && bi.nwrites && !st->durable;
 	if (switched)
 		rc = exec_sql(st->wdb, sync_full_sql);
@@ -1088,7 +1343,100 @@ static void batch_run(struct store *st, struct op *batch)
 				sqlite3_total_changes(st->wdb) != changes0,
 				st->durable || switched);
 	if (rc)
-		batch_fail(st, batch, rc);
+		batch_fail(st, batch, rc, false);
+}
+
+/* ---- the disk-full reserve ------------------------------------------------ */
+
+/*
+ * Makes the reserve file (STORE_DEFAULT_RESERVE bytes of allocated blocks
+ * beside the database) if it is not there; true if it is there now. A
+ * reserve that cannot be made whole (the disk is full) is removed again.
+ */
+static bool reserve_make(struct store *st)
+{
+	struct stat sb;
+	int fd, rc;
+
+	if (!st->reserve_path)
+		return false;
+	st->reserve_tried = clock_ns(CLOCK_MONOTONIC);
+	if (stat(st->reserve_path, &sb) == 0 && S_ISREG(sb.st_mode) &&
+	    (uint64_t)sb.st_blocks * 512 >= st->reserve_bytes)
+		return true;
+	fd = open(st->reserve_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return false;
+	rc = posix_fallocate(fd, 0, (off_t)st->reserve_bytes);
+	if (rc == 0)
+		rc = fsync(fd) ? errno : 0;
+	close(fd);
+	if (rc)
+		unlink(st->reserve_path);
+	return rc == 0;
+}
+
+/* After a batch that committed something: puts the reserve back, at most
+ * once a second while the disk stays full. */
+static void reserve_refill(struct store *st)
+{
+	if (st->wstats.reserve_ok || !st->reserve_path ||
+	    clock_ns(CLOCK_MONOTONIC) - st->reserve_tried < 1000000000)
+		return;
+	st->wstats.reserve_ok = reserve_make(st);
+}
+
+/*
+ * Runs a batch. If deletes or renames in it failed for lack of space and
+ * the reserve is there, releases the reserve and runs them once more on
+ * their own: they free space, and without room for their WAL frames
+ * nothing could ever be removed from a full disk. Puts are not retried.
+ */
+static void batch_run(struct store *st, struct op *batch)
+{
+	struct op *op, *sub = NULL, **tail = &sub, **ops = NULL, **next_of;
+	size_t n = 0, i = 0;
+	bool committed = false;
+
+	batch_run_once(st, batch);
+	for (op = batch; op; op = op->next) {
+		committed |= op->rc == 0 && op->kind != OP_SYNC;
+		n += (op->kind == OP_DELETE || op->kind == OP_RENAME) &&
+		     op->rc == -ENOSPC;
+	}
+	if (n && st->wstats.reserve_ok)
+		ops = malloc(2 * n * sizeof(*ops));
+	if (!ops) {
+		if (committed)
+			reserve_refill(st);
+		return;
+	}
+	unlink(st->reserve_path);
+	st->wstats.reserve_ok = false;
+	st->wstats.reserve_used++;
+	st->reserve_tried = clock_ns(CLOCK_MONOTONIC);
+	report(st, -ENOSPC, STORE_ERR_FULL, "reserve", NULL, NULL, 0,
+	       "disk full: released the reserve file so that deletes and "
+	       "renames can commit and free space");
+	/* relink the retried ops; the batch's own chain is restored after */
+	next_of = ops + n;
+	for (op = batch; op; op = op->next) {
+		if ((op->kind == OP_DELETE || op->kind == OP_RENAME) &&
+		    op->rc == -ENOSPC) {
+			ops[i] = op;
+			next_of[i++] = op->next;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		ops[i]->rc = 0;
+		*tail = ops[i];
+		tail = &ops[i]->next;
+	}
+	*tail = NULL;
+	batch_run_once(st, sub);
+	for (i = 0; i < n; i++)
+		ops[i]->next = next_of[i];
+	free(ops);
 }
 
 static void *writer_main(void *arg)
@@ -1113,11 +1461,13 @@ static void *writer_main(void *arg)
 		batch_run(st, batch);
 
 		pthread_mutex_lock(&st->lock);
-		/* every published number only grows, max_batch included */
+		/* every published counter only grows, max_batch too (a
+		 * gauge that never falls); reserve_ok comes and goes */
 #define STORE_STAT_GROWS(type, field, ...)                                     \
-	assert(st->wstats.field >= st->stats.field);
+	assert(type == STORE_GAUGE || st->wstats.field >= st->stats.field);
 		STORE_STATS(STORE_STAT_GROWS)
 #undef STORE_STAT_GROWS
+		assert(st->wstats.max_batch >= st->stats.max_batch);
 		st->stats = st->wstats;
 		for (op = batch; op; op = next) {
 			next = op->next; /* op dies once its caller wakes */
@@ -1137,6 +1487,11 @@ static int submit(struct store *st, struct op *op)
 	op->done = false;
 	op->next = NULL;
 	op->rc = 0;
+	if (st->read_only)
+		return op->kind == OP_SYNC || op->kind == OP_PRUNE ? 0 : -EROFS;
+	rc = store__lost(st);
+	if (rc)
+		return rc;
 	if (pthread_cond_init(&op->cond, NULL))
 		return -ENOMEM;
 	pthread_mutex_lock(&st->lock);
@@ -1237,9 +1592,16 @@ int store_changes_prune(struct store *st, uint64_t max_age_ms)
 
 void store_stats(struct store *st, struct store_stats *out)
 {
+	int k;
+
 	pthread_mutex_lock(&st->lock);
 	*out = st->stats;
 	pthread_mutex_unlock(&st->lock);
+	for (k = 0; k < STORE_ERR_NKINDS; k++)
+		out->errs[k] = atomic_load_explicit(&st->errs[k],
+						    memory_order_relaxed);
+	out->file_lost = atomic_load_explicit(&st->lost, memory_order_acquire);
+	out->read_only = st->read_only;
 }
 
 /* ---- open and close ------------------------------------------------------- */
@@ -1264,6 +1626,18 @@ static int store_init(struct store *st, const char *path,
 	if (st->busy_timeout_ms > INT_MAX)
 		st->busy_timeout_ms = INT_MAX;
 	st->durable = opts && opts->durable;
+	st->read_only = opts && opts->read_only;
+	st->on_error = opts ? opts->on_error : NULL;
+	st->error_ctx = opts ? opts->error_ctx : NULL;
+	st->reserve_bytes = opts && opts->reserve_bytes ? opts->reserve_bytes
+							: STORE_DEFAULT_RESERVE;
+	if (st->reserve_bytes != UINT64_MAX && !st->read_only) {
+		st->reserve_path = malloc(strlen(st->path) + 9);
+		if (!st->reserve_path)
+			return -ENOMEM;
+		strcpy(st->reserve_path, st->path);
+		strcat(st->reserve_path, "-reserve");
+	}
 	st->tail = &st->queue;
 	st->ranges = malloc(MAX_OWN_RANGES * sizeof(*st->ranges));
 	if (!st->ranges)
@@ -1293,10 +1667,16 @@ int store_open(const char *path, const struct store_options *opts,
 	if (!st)
 		return -ENOMEM;
 	rc = store_init(st, path, opts);
-	if (rc == 0)
+	if (rc == 0 && !st->read_only)
 		rc = create_file(path);
 	if (rc == 0)
+		rc = check_owner(path);
+	if (rc == 0)
 		rc = writer_open(st);
+	if (rc == 0)
+		rc = remember_file(st);
+	if (rc == 0) /* before the writer starts: its field, then */
+		st->wstats.reserve_ok = st->stats.reserve_ok = reserve_make(st);
 	if (rc == 0) {
 		rc = -pthread_create(&st->writer, NULL, writer_main, st);
 		st->thread_ok = rc == 0;
@@ -1342,6 +1722,7 @@ void store_close(struct store *st)
 		pthread_mutex_destroy(&st->pool_lock);
 	}
 	free(st->ranges);
+	free(st->reserve_path);
 	free(st->path);
 	free(st);
 }

@@ -44,16 +44,65 @@ struct store_meta {
  */
 #define STORE_DURABLE 0x1u
 
+/*
+ * Kinds of store errors, counted apart (store_stats.errs). A missing key
+ * (-ENOENT) is no error and is never counted.
+ */
+enum store_err_kind {
+	STORE_ERR_CORRUPT,  /* SQLITE_CORRUPT, NOTADB: a damaged file */
+	STORE_ERR_IO,	    /* SQLITE_IOERR, CANTOPEN, ...: the OS said no */
+	STORE_ERR_FULL,	    /* SQLITE_FULL, ENOSPC, EDQUOT */
+	STORE_ERR_BUSY,	    /* BUSY/LOCKED after the busy timeout */
+	STORE_ERR_READONLY, /* SQLITE_READONLY, EROFS */
+	STORE_ERR_NOMEM,    /* SQLITE_NOMEM */
+	STORE_ERR_LOST,	    /* refused: the database file was deleted or
+			     * replaced under the store (store_file_lost) */
+	STORE_ERR_OTHER,    /* anything else (CONSTRAINT, TOOBIG, ...) */
+	STORE_ERR_NKINDS
+};
+
+/*
+ * Called on every store error (not -ENOENT) on the thread that met it,
+ * with no store lock held: err is the -errno returned, what the call
+ * ("load", "put", "list", ...), region and key what it was about (NULL /
+ * 0 when none), msg SQLite's message (or the store's own). Must not call
+ * back into the store.
+ */
+typedef void (*store_error_fn)(void *ctx, int err, enum store_err_kind kind,
+			       const char *what, const char *region,
+			       const void *key, size_t klen, const char *msg);
+
 struct store_options {
 	unsigned busy_timeout_ms; /* wait for outside writers; 0 = 5000 */
 	bool durable;		  /* every commit durable (synchronous=FULL) */
+	bool read_only;		  /* open read-only: no schema change, every
+				   * change call fails with -EROFS */
+	store_error_fn on_error;  /* NULL: errors are only counted */
+	void *error_ctx;
+	/*
+	 * Space kept in reserve next to the database (file PATH-reserve),
+	 * so that with the disk full, deletes and renames can still commit
+	 * and free space: when a batch holding them fails with ENOSPC, the
+	 * reserve is released and they are retried once (puts are not: they
+	 * fail with ENOSPC). Made again after a later commit succeeds. 0:
+	 * STORE_DEFAULT_RESERVE; UINT64_MAX: none.
+	 */
+	uint64_t reserve_bytes;
 };
+
+#define STORE_DEFAULT_RESERVE (1u << 20)
 
 /*
  * Opens (creating it with mode 0600 if missing) the database at path,
  * creates or upgrades the schema (PRAGMA user_version) and starts the
  * writer thread. opts may be NULL for defaults. "." paths and ":memory:"
  * are not supported (readers need their own connections to one file).
+ * A database SQLite can only open read-only (file mode, read-only
+ * filesystem) is refused with -EROFS unless opts->read_only; with it the
+ * file must exist and hold the current schema (-EPROTO otherwise). A file
+ * not owned by the effective user, or writable by group or others, is
+ * refused with -EPERM (someone else could have planted or could rewrite
+ * it); one that is no regular file with -EINVAL (-EISDIR).
  */
 int store_open(const char *path, const struct store_options *opts,
 	       struct store **out);
@@ -158,7 +207,19 @@ int store_changes_prune(struct store *st, uint64_t max_age_ms);
 	  "regionfs_store_busy_retries_total",                                 \
 	  "Retries after the database was busy.")                              \
 	X(STORE_COUNTER, commit_ns, STORE_UNIT_NS, "store_commit_time_us",     \
-	  "regionfs_store_commit_seconds_total", "Time spent in COMMIT.")
+	  "regionfs_store_commit_seconds_total", "Time spent in COMMIT.")      \
+	X(STORE_GAUGE, reserve_ok, STORE_UNIT_COUNT, "store_reserve_ok",       \
+	  "regionfs_store_reserve_ok",                                         \
+	  "1 while the disk-full reserve file is in place.")                   \
+	X(STORE_COUNTER, reserve_used, STORE_UNIT_COUNT, "store_reserve_used", \
+	  "regionfs_store_reserve_used_total",                                 \
+	  "Times the reserve was released so deletes could free a full disk.") \
+	X(STORE_GAUGE, file_lost, STORE_UNIT_COUNT, "store_file_lost",         \
+	  "regionfs_store_file_lost",                                          \
+	  "1 once the database file was deleted or replaced under the mount.") \
+	X(STORE_GAUGE, read_only, STORE_UNIT_COUNT, "store_read_only",         \
+	  "regionfs_store_read_only",                                          \
+	  "1 if the database is served read-only (-o ro).")
 
 enum store_stat_type {
 	STORE_COUNTER,
@@ -174,8 +235,27 @@ struct store_stats {
 #define STORE_STATS_FIELD(type, field, ...) uint64_t field;
 	STORE_STATS(STORE_STATS_FIELD)
 #undef STORE_STATS_FIELD
+	uint64_t errs[STORE_ERR_NKINDS]; /* every store error, by kind: the
+					  * lines store_errors_KIND and the
+					  * family regionfs_store_failures_total
+					  * {kind="KIND"} (fs/virtual.c) */
 };
 void store_stats(struct store *st, struct store_stats *out);
+
+/* Names of the kinds ("corrupt", "io", ...), for stats and logs. */
+const char *store_err_kind_name(enum store_err_kind kind);
+
+/*
+ * True once the database file at the store's path is not the one the
+ * store opened (deleted, or replaced by a rename or a copy: its device or
+ * inode differs). From then on every call fails with -EIO (kind LOST) and
+ * nothing more is written: the open connections still point at the old,
+ * unlinked file, and writing there would be lost at the next start, or,
+ * with the old -wal file applied to the new database, damage it. Sticky.
+ * Costs one stat(); the writer checks before every transaction, and the
+ * daemon's feed thread on every poll, so an idle mount notices too.
+ */
+bool store_file_lost(struct store *st);
 
 /* Maps a SQLite result code to -errno (0 for SQLITE_OK/ROW/DONE). */
 int store_errno(int sqlite_rc);

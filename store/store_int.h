@@ -19,6 +19,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <sqlite3.h>
 
@@ -86,7 +87,16 @@ struct store {
 	/* immutable after store_open */
 	char *path; /* as SQLite should see it */
 	unsigned busy_timeout_ms;
-	bool durable;	   /* synchronous=FULL for every commit */
+	bool durable;		 /* synchronous=FULL for every commit */
+	bool read_only;		 /* store_options.read_only */
+	store_error_fn on_error; /* may be NULL */
+	void *error_ctx;
+	dev_t dev; /* the database file opened: store_file_lost() */
+	ino_t ino;
+	char *reserve_path; /* NULL: no reserve */
+	uint64_t reserve_bytes;
+	dev_t side_dev[2]; /* its -wal and -shm files (0/0: none seen) */
+	ino_t side_ino[2];
 	pthread_key_t tls; /* -> this thread's struct rconn */
 	bool tls_ok, locks_ok, thread_ok;
 	pthread_t writer;
@@ -97,6 +107,7 @@ struct store {
 	int64_t busy_start;	   /* when the current wait began */
 	bool unsynced;		   /* a NORMAL commit since the last fsync */
 	struct store_stats wstats; /* published into stats per batch */
+	int64_t reserve_tried;	   /* CLOCK_MONOTONIC ns of the last attempt */
 
 	pthread_mutex_t lock;
 	pthread_cond_t wake;	  /* the writer waits for ops */
@@ -114,6 +125,8 @@ struct store {
 	struct rconn *conns; /* L: pool_lock; every read connection */
 	struct rconn *idle;  /* L: pool_lock; owned by no thread */
 
+	atomic_bool lost; /* the file was deleted or replaced: sticky */
+	atomic_uint_fast64_t errs[STORE_ERR_NKINDS]; /* relaxed counters */
 #ifndef NDEBUG
 	atomic_uintptr_t ranges_owner; /* ranges_lock holder's token, or 0 */
 	uintptr_t writer_token; /* writer thread only; 0 before it runs */
@@ -163,6 +176,15 @@ int64_t store__wall_ns(void);
 
 /* store_errno(), refined by the OS error where SQLite keeps one. */
 int store__sqlerr(sqlite3 *db, int rc);
+/*
+ * store__sqlerr() for a failed call on db, counted by kind and passed to
+ * the error callback with SQLite's message; -ENOENT and 0 pass through
+ * uncounted. what/region/key say what the call was about.
+ */
+int store__fail(struct store *st, sqlite3 *db, int rc, const char *what,
+		const char *region, const void *key, size_t klen);
+/* -EIO (counted as STORE_ERR_LOST) once the file is lost, else 0. */
+int store__lost(struct store *st);
 /* Column col of the current row as an unsigned value; NULL and < 0 give 0. */
 uint64_t store__col_u64(sqlite3_stmt *s, int col);
 /*

@@ -111,6 +111,18 @@ static const char *const schema_steps[SCHEMA_VERSION] = {
 	"SELECT coalesce((SELECT seq FROM sqlite_sequence "                    \
 	"WHERE name = 'changes'), 0)"
 
+/*
+ * Keys and regions are TEXT. The columns have TEXT affinity, so an INTEGER
+ * or REAL written by an outside writer is stored as its text ("42") and
+ * NULL is refused (NOT NULL); only a BLOB keeps its type. A BLOB never
+ * equals a bound TEXT, so lookups and changes never reach a BLOB-keyed
+ * row; listing and usage bound the key below X'' (every TEXT sorts before
+ * every BLOB), which keeps such rows out and keeps the index range tight;
+ * the feed reads TEXT_ROW to skip their changes. See doc/schema.md.
+ */
+#define SQL_KEY_IS_TEXT "key < x''"
+#define SQL_TEXT_ROW	"typeof(region) = 'text' AND typeof(key) = 'text'"
+
 /* Keys that are valid file names (1..255 bytes, no '/' or NUL). */
 #define SQL_KEY_IS_NAME                                                        \
 	"length(CAST(key AS BLOB)) <= 255 "                                    \
@@ -124,12 +136,12 @@ static const char *const read_sql[R_NSTMT] = {
 	[R_STAT] = "SELECT size, mtime_ns, version FROM kv "
 		   "WHERE region = ?1 AND key = ?2",
 	[R_LIST] = "SELECT key, size, mtime_ns, version FROM kv "
-		   "WHERE region = ?1 AND key > ?2 AND " SQL_KEY_IS_NAME
-		   " ORDER BY key LIMIT ?3",
+		   "WHERE region = ?1 AND key > ?2 AND " SQL_KEY_IS_TEXT
+		   " AND " SQL_KEY_IS_NAME " ORDER BY key LIMIT ?3",
 	[R_USAGE] = "SELECT count(*), coalesce(sum(size), 0) FROM kv "
-		    "WHERE region = ?1",
+		    "WHERE region = ?1 AND " SQL_KEY_IS_TEXT,
 	[R_HEAD] = SQL_HEAD,
-	[R_FEED] = "SELECT seq, region, key FROM changes "
+	[R_FEED] = "SELECT seq, region, key, " SQL_TEXT_ROW " FROM changes "
 		   "WHERE seq > ?1 AND seq <= ?2 ORDER BY seq LIMIT ?3",
 	[R_DATA_VERSION] = "PRAGMA data_version",
 };

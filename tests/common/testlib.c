@@ -25,6 +25,7 @@
 #include "testlib.h"
 
 static atomic_uint nreports;
+static unsigned report_max = TL_REPORT_MAX;
 static _Thread_local const char *failed_call = "";
 static uint32_t crc_table[256];
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
@@ -63,11 +64,16 @@ void tl_report(const char *fmt, ...)
 {
 	va_list ap;
 
-	if (atomic_fetch_add(&nreports, 1) >= TL_REPORT_MAX)
+	if (atomic_fetch_add(&nreports, 1) >= report_max)
 		return;
 	va_start(ap, fmt);
 	vwarn(fmt, ap);
 	va_end(ap);
+}
+
+void tl_report_max(unsigned max)
+{
+	report_max = max;
 }
 
 unsigned tl_reported(void)

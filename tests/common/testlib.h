@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define TL_PATH_MAX   4096 /* room for any path the tests build */
-#define TL_REPORT_MAX 12   /* findings printed in full by tl_report() */
+#define TL_REPORT_MAX 12   /* default of tl_report_max() */
 
 /* ---- messages ------------------------------------------------------- */
 
@@ -26,10 +26,12 @@ void tl_die(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2), noreturn));
 /*
  * A finding (a violated guarantee, a failed check): counted, and printed
- * like tl_warn() for the first TL_REPORT_MAX, so a broken run shows the
- * first findings, not thousands of lines.
+ * like tl_warn() for the first tl_report_max() (TL_REPORT_MAX unless
+ * set), so a broken run shows the first findings, not thousands of lines.
  */
 void tl_report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Sets how many findings tl_report() prints; call before any thread runs. */
+void tl_report_max(unsigned max);
 /* How many findings tl_report() was given, printed or not. */
 unsigned tl_reported(void);
 

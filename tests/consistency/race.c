@@ -68,7 +68,6 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,14 +76,16 @@
 
 #include <sqlite3.h>
 
+#include "testlib.h"
+
 #define VAL_CAP 256
 
 struct round {
-	unsigned n;	 /* round number */
-	char k[4][512];	 /* paths of the round's keys */
-	char data[64];	 /* the round's unique value */
-	int fd;		 /* what A closes, or -1 */
-	int rc[2];	 /* 0 or -errno of A and B */
+	unsigned n;	/* round number */
+	char k[4][512]; /* paths of the round's keys */
+	char data[64];	/* the round's unique value */
+	int fd;		/* what A closes, or -1 */
+	int rc[2];	/* 0 or -errno of A and B */
 };
 
 struct scenario {
@@ -102,20 +103,21 @@ static struct {
 	const char *dir;
 	unsigned rounds;
 	unsigned max_reports;
-	unsigned reports;
 	unsigned watchdog_s;
 	pthread_barrier_t start, end;
 	const struct scenario *sc; /* the one running */
 	struct round r;
 	bool quit;
-	const char *ini;	  /* -c: regions.ini of the mount */
-	pid_t pid;		  /* -p: the daemon, for SIGHUP */
-	char ini_orig[4096];	  /* its content at start */
-	unsigned reload_rounds;	  /* -N */
-	char config_path[600];	  /* MOUNT/.regionfs/config */
-	const char *db;		  /* -D: the mount's database file */
-	char region[256];	  /* the region's name (the last part of -d) */
-} g = {.rounds = 200, .max_reports = 10, .watchdog_s = 600,
+	const char *ini;	/* -c: regions.ini of the mount */
+	pid_t pid;		/* -p: the daemon, for SIGHUP */
+	char ini_orig[4096];	/* its content at start */
+	unsigned reload_rounds; /* -N */
+	char config_path[600];	/* MOUNT/.regionfs/config */
+	const char *db;		/* -D: the mount's database file */
+	char region[256];	/* the region's name (the last part of -d) */
+} g = {.rounds = 200,
+       .max_reports = 10,
+       .watchdog_s = 600,
        .reload_rounds = 50};
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -128,18 +130,7 @@ static int err(int rc)
 /* Writes a whole value with O_CREAT|O_TRUNC and close(). */
 static int put(const char *path, const char *v)
 {
-	size_t len = strlen(v);
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-
-	if (fd < 0)
-		return -errno;
-	if (write(fd, v, len) != (ssize_t)len) {
-		int rc = -errno;
-
-		close(fd);
-		return rc ? rc : -EIO;
-	}
-	return err(close(fd));
+	return tl_write_file(path, v, strlen(v));
 }
 
 /* Opens path for writing (flags added) and writes v. -errno or the fd. */
@@ -163,16 +154,11 @@ static int open_write(const char *path, int flags, const char *v)
  */
 static int get(const char *path, char *buf)
 {
-	ssize_t n, len = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t len = 0;
+	int rc = tl_read_file(path, buf, VAL_CAP - 1, &len);
 
-	if (fd < 0)
-		return -errno;
-	while ((n = read(fd, buf + len, VAL_CAP - 1 - len)) > 0)
-		len += n;
-	buf[len] = '\0';
-	close(fd);
-	return n < 0 ? -EIO : 0;
+	buf[rc ? 0 : len] = '\0';
+	return rc;
 }
 
 /* "absent" or the value in quotes, for messages. */
@@ -480,7 +466,8 @@ static int outside_sql(const char *sql, const char *path, const char *text,
 			sqlite3_bind_text(st, 3, text, -1, SQLITE_STATIC);
 		rc = sqlite3_step(st);
 		if (rc == SQLITE_ROW && out)
-			snprintf(out, outlen, "%.*s", sqlite3_column_bytes(st, 0),
+			snprintf(out, outlen, "%.*s",
+				 sqlite3_column_bytes(st, 0),
 				 (const char *)sqlite3_column_blob(st, 0));
 		else if (rc == SQLITE_DONE && out)
 			rc = SQLITE_NOTFOUND;
@@ -490,8 +477,8 @@ static int outside_sql(const char *sql, const char *path, const char *text,
 	sqlite3_finalize(st);
 	sqlite3_close(db);
 	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0
-	       : rc == SQLITE_NOTFOUND		    ? -ENOENT
-						    : -EIO;
+	       : rc == SQLITE_NOTFOUND		     ? -ENOENT
+						     : -EIO;
 }
 
 static int setup_outside(struct round *r)
@@ -571,19 +558,6 @@ static void *worker(void *arg)
 	}
 }
 
-static void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void report(const char *fmt, ...)
-{
-	va_list ap;
-
-	if (g.reports++ >= g.max_reports)
-		return;
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-}
-
 static void cleanup_round(const struct round *r, int nkeys)
 {
 	int i;
@@ -609,13 +583,13 @@ static int run(const struct scenario *sc)
 		r->n = i;
 		r->fd = -1;
 		for (j = 0; j < sc->nkeys; j++)
-			snprintf(r->k[j], sizeof(r->k[j]), "%s/%s-%u-%c",
-				 g.dir, sc->name, i, 'a' + j);
+			snprintf(r->k[j], sizeof(r->k[j]), "%s/%s-%u-%c", g.dir,
+				 sc->name, i, 'a' + j);
 		snprintf(r->data, sizeof(r->data), "data-%s-%u", sc->name, i);
 		rc = sc->setup(r);
 		if (rc) {
-			report("%s round %u: setup: %s\n", sc->name, i,
-			       strerror(-rc));
+			tl_report("%s round %u: setup: %s", sc->name, i,
+				  strerror(-rc));
 			errors++;
 			cleanup_round(r, sc->nkeys);
 			continue;
@@ -625,13 +599,13 @@ static int run(const struct scenario *sc)
 		if (r->fd >= 0)
 			close(r->fd);
 		if (sc->check(r, why, sizeof(why))) {
-			report("%s round %u: not a serial outcome: %s\n",
-			       sc->name, i, why);
+			tl_report("%s round %u: not a serial outcome: %s",
+				  sc->name, i, why);
 			bad++;
-		} else if (r->rc[0] ||
-			   (r->rc[1] && !(sc->b_enoent && r->rc[1] == -ENOENT))) {
-			report("%s round %u: A %s, B %s\n", sc->name, i,
-			       strerror(-r->rc[0]), strerror(-r->rc[1]));
+		} else if (r->rc[0] || (r->rc[1] && !(sc->b_enoent &&
+						      r->rc[1] == -ENOENT))) {
+			tl_report("%s round %u: A %s, B %s", sc->name, i,
+				  strerror(-r->rc[0]), strerror(-r->rc[1]));
 			errors++;
 		}
 		if (access(r->k[0], F_OK) != 0)
@@ -659,11 +633,12 @@ static void usage(void)
 {
 	size_t i;
 
-	fprintf(stderr, "usage: race -d REGION_DIR [-n rounds] "
-			"[-s scenario,...] [-v max_reports] [-t watchdog_s]\n"
-			"            [-N slow_rounds] [-c regions.ini [-p pid]] "
-			"[-D database]\n"
-			"scenarios:");
+	fprintf(stderr,
+		"usage: race -d REGION_DIR [-n rounds] "
+		"[-s scenario,...] [-v max_reports] [-t watchdog_s]\n"
+		"            [-N slow_rounds] [-c regions.ini [-p pid]] "
+		"[-D database]\n"
+		"scenarios:");
 	for (i = 0; i < NSCENARIOS; i++)
 		fprintf(stderr, " %s", scenarios[i].name);
 	fprintf(stderr, "\n");
@@ -714,18 +689,38 @@ int main(int argc, char **argv)
 
 	while ((c = getopt(argc, argv, "d:n:s:v:t:c:N:p:D:")) != -1) {
 		switch (c) {
-		case 'd': g.dir = optarg; break;
-		case 'n': g.rounds = (unsigned)strtoul(optarg, NULL, 10); break;
-		case 's': list = optarg; break;
-		case 'v': g.max_reports = (unsigned)atoi(optarg); break;
-		case 't': g.watchdog_s = (unsigned)atoi(optarg); break;
-		case 'c': g.ini = optarg; break;
-		case 'N': g.reload_rounds = (unsigned)atoi(optarg); break;
-		case 'p': g.pid = (pid_t)atoi(optarg); break;
-		case 'D': g.db = optarg; break;
-		default: usage();
+		case 'd':
+			g.dir = optarg;
+			break;
+		case 'n':
+			g.rounds = (unsigned)strtoul(optarg, NULL, 10);
+			break;
+		case 's':
+			list = optarg;
+			break;
+		case 'v':
+			g.max_reports = (unsigned)atoi(optarg);
+			break;
+		case 't':
+			g.watchdog_s = (unsigned)atoi(optarg);
+			break;
+		case 'c':
+			g.ini = optarg;
+			break;
+		case 'N':
+			g.reload_rounds = (unsigned)atoi(optarg);
+			break;
+		case 'p':
+			g.pid = (pid_t)atoi(optarg);
+			break;
+		case 'D':
+			g.db = optarg;
+			break;
+		default:
+			usage();
 		}
 	}
+	tl_report_max(g.max_reports);
 	if (!g.dir || !g.rounds)
 		usage();
 	if (g.ini && load_ini())

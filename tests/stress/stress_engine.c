@@ -150,11 +150,14 @@ int main(void)
 	struct region_limits lim = {.max_entries = 8 * 1024, .nstripes = 8};
 	pthread_t rd[NREADERS], wr, ch;
 	struct region_stats st;
+	static const enum region_strategy strat[] = {REGION_STRATEGY_LRU,
+						     REGION_STRATEGY_S3FIFO,
+						     REGION_STRATEGY_TINYLFU};
+	static const char *const sname[] = {"lru", "s3fifo", "tinylfu"};
 	int i, pass;
 
-	for (pass = 0; pass < 2; pass++) {
-		lim.strategy =
-			pass ? REGION_STRATEGY_S3FIFO : REGION_STRATEGY_LRU;
+	for (pass = 0; pass < 3; pass++) {
+		lim.strategy = strat[pass];
 		lim.max_entries = 8 * 1024;
 		lim.nstripes = 8;
 		if (region_create("engine", &lim, &reg)) {
@@ -180,9 +183,8 @@ int main(void)
 		printf("%s: gets %" PRIu64 " hits %" PRIu64
 		       " hits_unrecorded %" PRIu64 " stripes %" PRIu64
 		       " max_examined_per_hold %" PRIu64 "\n",
-		       pass ? "s3fifo" : "lru", st.gets, st.hits,
-		       st.hits_unrecorded, st.nstripes,
-		       st.max_examined_per_hold);
+		       sname[pass], st.gets, st.hits, st.hits_unrecorded,
+		       st.nstripes, st.max_examined_per_hold);
 		region_unref(reg);
 	}
 	if (atomic_load(&failures)) {

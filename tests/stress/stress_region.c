@@ -331,7 +331,9 @@ static void run(enum region_strategy strategy, unsigned seed)
 	}
 	for (i = 0; i < NTHREADS; i++)
 		pthread_join(tid[i], NULL);
-	printf("%s:\n", strategy == REGION_STRATEGY_LRU ? "lru" : "s3fifo");
+	printf("%s:\n", strategy == REGION_STRATEGY_LRU      ? "lru"
+			 : strategy == REGION_STRATEGY_S3FIFO ? "s3fifo"
+							      : "tinylfu");
 	final_checks(r);
 	region_unref(r);
 }
@@ -347,6 +349,7 @@ int main(int argc, char **argv)
 	region_clock_set(clock_fn);
 	run(REGION_STRATEGY_LRU, seed);
 	run(REGION_STRATEGY_S3FIFO, seed + 1);
+	run(REGION_STRATEGY_TINYLFU, seed + 2);
 	region_clock_set(NULL);
 	if (tl_reported()) {
 		tl_warn("%u failures", tl_reported());

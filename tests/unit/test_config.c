@@ -135,7 +135,7 @@ static void test_bare_region_gets_builtin_defaults(void **state)
 	assert_int_equal(def.lim.ttl_ms, 0);
 	assert_int_equal(def.lim.tti_ms, 0);
 	assert_int_equal(def.lim.nstripes, 16);
-	assert_int_equal(def.lim.strategy, REGION_STRATEGY_LRU);
+	assert_int_equal(def.lim.strategy, REGION_STRATEGY_TINYLFU);
 	assert_false(def.durable);
 
 	c = parse_ok("; a comment\n\n[a]\n");
@@ -347,9 +347,13 @@ static void test_strategy_names_round_trip(void **state)
 			    "s3fifo");
 	assert_string_equal(config_strategy_name((enum region_strategy)99),
 			    "unknown");
-	c = parse_ok("[a]\nstrategy = LRU\n[b]\nstrategy = S3FIFO\n");
+	assert_string_equal(config_strategy_name(REGION_STRATEGY_TINYLFU),
+			    "tinylfu");
+	c = parse_ok("[a]\nstrategy = LRU\n[b]\nstrategy = S3FIFO\n"
+		     "[c]\nstrategy = TinyLFU\n");
 	assert_int_equal(c->regions[0].lim.strategy, REGION_STRATEGY_LRU);
 	assert_int_equal(c->regions[1].lim.strategy, REGION_STRATEGY_S3FIFO);
+	assert_int_equal(c->regions[2].lim.strategy, REGION_STRATEGY_TINYLFU);
 	config_free(c);
 }
 
@@ -403,12 +407,12 @@ static void test_bad_values_say_what_is_expected(void **state)
 		{"stripes = 16K",
 		 "stripes: expected a power of two from 1 to 4096, got '16K'"},
 		{"strategy = arc",
-		 "strategy: expected lru or s3fifo, got 'arc'"},
+		 "strategy: expected lru, s3fifo or tinylfu, got 'arc'"},
 		{"durable = maybe",
 		 "durable: expected true or false (or yes/no, on/off, 1/0), "
 		 "got 'maybe'"},
 		{"strategy = l\xc3\xa9",
-		 "strategy: expected lru or s3fifo, got 'l\\xc3\\xa9'"},
+		 "strategy: expected lru, s3fifo or tinylfu, got 'l\\xc3\\xa9'"},
 	};
 	size_t i;
 
@@ -880,7 +884,7 @@ static void test_inline_comments_need_a_blank_before(void **state)
 		     "t.ini:2: max_bytes: expected a size like 64M, got "
 		     "'8M;eight'");
 	expect_error("[a]\nstrategy = lru#x\n",
-		     "t.ini:2: strategy: expected lru or s3fifo, got 'lru#x'");
+		     "t.ini:2: strategy: expected lru, s3fifo or tinylfu, got 'lru#x'");
 	expect_error("[a]#x\n", "t.ini:1: unexpected text after ']'");
 }
 

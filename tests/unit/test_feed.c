@@ -47,12 +47,12 @@ static uint64_t fake_ns;      /* 0: the real clock */
 static uint64_t fake_step_ns; /* added to fake_ns after every read */
 
 int __real_store_changes_head(struct store *st, uint64_t *cursor);
-int __real_store_changes(struct store *st, uint64_t *cursor,
-			 store_change_fn fn, void *ctx);
+int __real_store_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
+			 void *ctx);
 uint64_t __real_rfs_mono_ns(void);
 int __wrap_store_changes_head(struct store *st, uint64_t *cursor);
-int __wrap_store_changes(struct store *st, uint64_t *cursor,
-			 store_change_fn fn, void *ctx);
+int __wrap_store_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
+			 void *ctx);
 uint64_t __wrap_rfs_mono_ns(void);
 struct rfs_table *__wrap_rfs_table_ref(void);
 void __wrap_rfs_table_unref(struct rfs_table *t);
@@ -70,8 +70,8 @@ int __wrap_store_changes_head(struct store *st, uint64_t *cursor)
 	return __real_store_changes_head(st, cursor);
 }
 
-int __wrap_store_changes(struct store *st, uint64_t *cursor,
-			 store_change_fn fn, void *ctx)
+int __wrap_store_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
+			 void *ctx)
 {
 	if (changes_fail_n > 0) {
 		changes_fail_n--;
@@ -463,7 +463,8 @@ static void test_backlog_is_applied_in_bounded_batches(void **state)
 	assert_int_equal(changes_applied() - c0, RFS_FEED_BATCH);
 	assert_int_equal(count_cached(n), n - RFS_FEED_BATCH);
 	assert_int_equal(atomic_load(&table.refs), 1);
-	assert_int_equal(poll_all(), (n + RFS_FEED_BATCH - 1) / RFS_FEED_BATCH - 1);
+	assert_int_equal(poll_all(),
+			 (n + RFS_FEED_BATCH - 1) / RFS_FEED_BATCH - 1);
 	assert_int_equal(changes_applied() - c0, n);
 	assert_int_equal(count_cached(n), 0);
 	assert_true(cached(&region_b, "k000001"));

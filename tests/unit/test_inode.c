@@ -843,14 +843,16 @@ static void test_only_the_latest_refusals_are_remembered(void **state)
 	p = hold_page("k", &m, &v, &o);
 	for (pid = 1000; pid <= 1000 + RFS_INODE_MARKERS; pid++)
 		assert_int_equal(open_w(p, pid, false, &wo), -ESTALE);
-	assert_int_equal(open_w(p, 1000 + RFS_INODE_MARKERS, false, &wo), -ESTALE);
+	assert_int_equal(open_w(p, 1000 + RFS_INODE_MARKERS, false, &wo),
+			 -ESTALE);
 	assert_int_equal(table_probe().markers, RFS_INODE_MARKERS);
 	/* the oldest refusal was dropped: its retry gets the readers' inode */
 	assert_int_equal(look_as("k", &m, 1000, false, &cls), p);
 	assert_int_equal(cls, RFS_K_PAGE);
 	w = look_as("k", &m, 1001, false, &cls);
 	assert_int_equal(cls, RFS_K_WRITE);
-	assert_int_equal(look_as("k", &m, 1000 + RFS_INODE_MARKERS, false, &cls), w);
+	assert_int_equal(
+		look_as("k", &m, 1000 + RFS_INODE_MARKERS, false, &cls), w);
 	rfs_inode_forget(w, 2);
 	close_r(p, o, true);
 	rfs_inode_forget(p, 2);

@@ -433,6 +433,48 @@ static void test_db_file_is_private(void **state)
 	store_close(st);
 }
 
+/* The file renamed away under an open store: everything is EIO from then. */
+static void test_replaced_file_is_lost(void **state)
+{
+	struct fixture *f = *state;
+	struct store_stats s;
+	void *data = NULL;
+	char old[300];
+
+	assert_int_equal(put_str(f->st, "r", "a", "alpha", NULL), 0);
+	assert_false(store_file_lost(f->st));
+	snprintf(old, sizeof(old), "%s.old", f->path);
+	assert_int_equal(rename(f->path, old), 0);
+	assert_int_equal(put_str(f->st, "r", "b", "beta", NULL), -EIO);
+	assert_true(store_file_lost(f->st));
+	assert_int_equal(store_load(f->st, "r", "a", 1, &data, NULL), -EIO);
+	assert_int_equal(store_delete(f->st, "r", "a", 1, 0), -EIO);
+	store_stats(f->st, &s);
+	assert_true(s.file_lost);
+	assert_true(s.errs[STORE_ERR_LOST] >= 3);
+	assert_int_equal(rename(old, f->path), 0); /* back: still lost */
+	assert_true(store_file_lost(f->st));
+}
+
+/* A read-only store reads and refuses every change with EROFS. */
+static void test_read_only_store(void **state)
+{
+	struct fixture *f = *state;
+	struct store_options o = {.read_only = true};
+	struct store *ro;
+	struct store_stats s;
+
+	assert_int_equal(put_str(f->st, "r", "a", "alpha", NULL), 0);
+	assert_int_equal(store_open(f->path, &o, &ro), 0);
+	assert_value(ro, "r", "a", "alpha", 5);
+	assert_int_equal(put_str(ro, "r", "b", "beta", NULL), -EROFS);
+	assert_int_equal(store_delete(ro, "r", "a", 1, 0), -EROFS);
+	assert_int_equal(store_sync(ro), 0);
+	store_stats(ro, &s);
+	assert_true(s.read_only);
+	store_close(ro);
+}
+
 #define NLIST 10000
 
 /* Key i: 1..13 bytes with high bytes, spaces and dots; distinct per i. */
@@ -487,7 +529,8 @@ static void bulk_load_list_keys(const char *path)
 	}
 	sqlite3_finalize(s);
 	outside_exec(db, "INSERT INTO kv(region, key, value) "
-			 "VALUES ('r', 'bad/name', 'x'), ('r', '', 'x')");
+			 "VALUES ('r', 'bad/name', 'x'), ('r', '', 'x'), "
+			 "('r', X'ff', 'x'), ('r', X'6b', 'x')");
 	outside_exec(db, "COMMIT");
 	sqlite3_close(db);
 }
@@ -505,7 +548,8 @@ static void test_list_pages_in_byte_order(void **state)
 		assert_true(n >= 0);
 		pages++;
 	} while (n == 333);
-	assert_int_equal(c.seen, NLIST); /* invalid names are not listed */
+	/* invalid names and BLOB keys (sorted after all TEXT) not listed */
+	assert_int_equal(c.seen, NLIST);
 	assert_int_equal(c.bad_order, 0);
 	assert_int_equal(c.bad_meta, 0);
 	assert_int_equal(pages, NLIST / 333 + 1);
@@ -1024,6 +1068,8 @@ int main(void)
 		T(test_rename_is_atomic_for_readers),
 		T(test_reopen_keeps_data),
 		T(test_db_file_is_private),
+		T(test_replaced_file_is_lost),
+		T(test_read_only_store),
 		T(test_list_pages_in_byte_order),
 		T(test_list_stops_when_callback_says_so),
 		T(test_region_usage_counts_keys_and_bytes),

@@ -1,0 +1,597 @@
+/*
+ * bench_hitratio.c - miss ratios of the real engine on recorded traces.
+ *
+ * Usage: bench_hitratio [-8] [-p POLICIES] [-s STRIPES] [-z PCTS] TRACE...
+ *   -8           keys are big-endian 64-bit (default: 32-bit)
+ *   -p LIST      policies, comma separated: default,lru,s3fifo,tinylfu
+ *                (default: all four; "default" is what regions.ini gives a
+ *                region that does not set strategy)
+ *   -s LIST      stripe counts, comma separated (default: the built-in
+ *                regions.ini default, i.e. what a region really gets; the
+ *                engine may use fewer, see region_stats().nstripes)
+ *   -z LIST      cache sizes in % of the distinct keys (default
+ *                0.1,1,3,10,30)
+ * With no TRACE, the traces in /work/shared/traces.
+ *
+ * A trace is a headerless stream of big-endian keys, read through "xz -dc"
+ * (plain files pass through xz -dc unchanged only if compressed, so give
+ * .xz files). Each request goes through the real API: region_get(), and
+ * region_flight_done() with a trivial value on a miss, on one region bounded
+ * by entry count only (like the published figures). Next to it, in the same
+ * run, an exact textbook LRU written here (one list, one table) gives the
+ * lru_ figures. Miss ratios count cold misses. Prints a table, then
+ * name=value lines:
+ *   miss_<trace>_<pct>pct      the default policy, default stripes
+ *   lru_<trace>_<pct>pct       exact LRU
+ *   <policy>_s<N>_<trace>_<pct>pct   every policy and stripe count run
+ * and, for tinylfu, the adapted window share at the end of each replay.
+ * Asserts nothing.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "region.h"
+
+#define DEFAULT_DIR "/work/shared/traces"
+#define MAX_SIZES   16
+#define MAX_RUNS    16
+
+struct trace {
+	const char *path;
+	char name[128];
+	uint64_t *keys;
+	size_t n;
+	size_t distinct;
+};
+
+/* Published miss ratios (traces/README.md; cold misses counted). */
+static const struct {
+	const char *trace;
+	const char *policy;
+	double pct[3];
+	double ratio[3];
+} refs[] = {
+	{"orm_busy", "LRU", {1, 10, 30}, {0.2297, 0.1199, 0.0565}},
+	{"orm_busy", "ARC", {1, 10, 30}, {0.2325, 0.1196, 0.0565}},
+	{"orm_busy", "S3-FIFO", {1, 10, 30}, {0.2436, 0.1111, 0.0518}},
+	{"orm_busy", "W-TinyLFU", {1, 10, 30}, {0.2881, 0.1039, 0.0472}},
+	{"orm_busy", "optimal", {1, 10, 30}, {0.1718, 0.0669, 0.0295}},
+};
+
+struct run {
+	char policy[16]; /* name as given (-p) */
+	bool dflt;
+	enum region_strategy strategy;
+	unsigned nstripes;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Runs "xz -dc 'path'" with the path quoted for the shell. */
+static FILE *open_xz(const char *path)
+{
+	size_t len = strlen(path), i, o = 0;
+	char *cmd = malloc(len * 4 + 32);
+	FILE *f;
+
+	if (!cmd)
+		return NULL;
+	o += (size_t)sprintf(cmd, "xz -dc '");
+	for (i = 0; i < len; i++) {
+		if (path[i] == '\'') {
+			memcpy(cmd + o, "'\\''", 4);
+			o += 4;
+		} else {
+			cmd[o++] = path[i];
+		}
+	}
+	strcpy(cmd + o, "'");
+	f = popen(cmd, "r");
+	free(cmd);
+	return f;
+}
+
+static int read_trace(struct trace *t, unsigned width)
+{
+	size_t cap = 1 << 20;
+	unsigned char buf[8];
+	FILE *f = open_xz(t->path);
+	uint64_t *more;
+	unsigned i;
+
+	if (!f)
+		return -errno;
+	t->keys = malloc(cap * sizeof(*t->keys));
+	t->n = 0;
+	while (t->keys && fread(buf, width, 1, f) == 1) {
+		uint64_t k = 0;
+
+		for (i = 0; i < width; i++)
+			k = k << 8 | buf[i];
+		if (t->n == cap) {
+			cap *= 2;
+			more = realloc(t->keys, cap * sizeof(*t->keys));
+			if (!more) {
+				free(t->keys);
+				t->keys = NULL;
+				break;
+			}
+			t->keys = more;
+		}
+		t->keys[t->n++] = k;
+	}
+	if (pclose(f) != 0 || !t->keys || t->n == 0)
+		return -EIO;
+	return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+static size_t count_distinct(const struct trace *t)
+{
+	uint64_t *s = malloc(t->n * sizeof(*s));
+	size_t i, d = 0;
+
+	if (!s)
+		return 0;
+	memcpy(s, t->keys, t->n * sizeof(*s));
+	qsort(s, t->n, sizeof(*s), cmp_u64);
+	for (i = 0; i < t->n; i++)
+		d += i == 0 || s[i] != s[i - 1];
+	free(s);
+	return d;
+}
+
+/* ---- exact LRU: open-addressed table + index-linked list --------------- */
+
+struct xlru {
+	uint64_t *key;		/* per slot */
+	uint32_t *prev, *next;	/* per slot; list through slot indices */
+	uint32_t *table;	/* open addressing: slot + 1, 0 = empty */
+	size_t tmask, cap, n;
+	uint32_t head, tail;	/* most / least recent; UINT32_MAX = none */
+};
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	return x ^ (x >> 33);
+}
+
+static void xlru_probe(const struct xlru *c, uint64_t k, size_t *pos)
+{
+	size_t i = mix(k) & c->tmask;
+
+	while (c->table[i] && c->key[c->table[i] - 1] != k)
+		i = (i + 1) & c->tmask;
+	*pos = i;
+}
+
+static void xlru_unlink(struct xlru *c, uint32_t s)
+{
+	if (c->prev[s] != UINT32_MAX)
+		c->next[c->prev[s]] = c->next[s];
+	else
+		c->head = c->next[s];
+	if (c->next[s] != UINT32_MAX)
+		c->prev[c->next[s]] = c->prev[s];
+	else
+		c->tail = c->prev[s];
+}
+
+static void xlru_push(struct xlru *c, uint32_t s)
+{
+	c->prev[s] = UINT32_MAX;
+	c->next[s] = c->head;
+	if (c->head != UINT32_MAX)
+		c->prev[c->head] = s;
+	c->head = s;
+	if (c->tail == UINT32_MAX)
+		c->tail = s;
+}
+
+/* Deletes table position i (backward-shift deletion). */
+static void xlru_table_del(struct xlru *c, size_t i)
+{
+	size_t j = i, k;
+
+	c->table[i] = 0;
+	for (;;) {
+		j = (j + 1) & c->tmask;
+		if (!c->table[j])
+			return;
+		k = mix(c->key[c->table[j] - 1]) & c->tmask;
+		if ((j > i && (k <= i || k > j)) || (j < i && k <= i && k > j)) {
+			c->table[i] = c->table[j];
+			c->table[j] = 0;
+			i = j;
+		}
+	}
+}
+
+static double exact_lru(const struct trace *t, size_t cap)
+{
+	struct xlru c = {.cap = cap, .head = UINT32_MAX, .tail = UINT32_MAX};
+	size_t tsize = 16, i, pos, misses = 0;
+
+	while (tsize < cap * 2)
+		tsize *= 2;
+	c.tmask = tsize - 1;
+	c.key = malloc(cap * sizeof(*c.key));
+	c.prev = malloc(cap * sizeof(*c.prev));
+	c.next = malloc(cap * sizeof(*c.next));
+	c.table = calloc(tsize, sizeof(*c.table));
+	if (!c.key || !c.prev || !c.next || !c.table || cap == 0) {
+		free(c.key), free(c.prev), free(c.next), free(c.table);
+		return -1;
+	}
+	for (i = 0; i < t->n; i++) {
+		uint64_t k = t->keys[i];
+		uint32_t s;
+
+		xlru_probe(&c, k, &pos);
+		if (c.table[pos]) {
+			s = c.table[pos] - 1;
+			xlru_unlink(&c, s);
+			xlru_push(&c, s);
+			continue;
+		}
+		misses++;
+		if (c.n < c.cap) {
+			s = (uint32_t)c.n++;
+		} else {
+			size_t vp;
+
+			s = c.tail;
+			xlru_unlink(&c, s);
+			xlru_probe(&c, c.key[s], &vp);
+			xlru_table_del(&c, vp);
+			xlru_probe(&c, k, &pos);
+		}
+		c.key[s] = k;
+		c.table[pos] = s + 1;
+		xlru_push(&c, s);
+	}
+	free(c.key), free(c.prev), free(c.next), free(c.table);
+	return (double)misses / (double)t->n;
+}
+
+/* ---- the engine -------------------------------------------------------- */
+
+/* Replays t on a fresh region; returns the miss ratio, or -1. */
+static double replay(const struct trace *t, const struct run *ru,
+		     uint64_t entries, unsigned width, unsigned *eff_stripes,
+		     double *wshare, double *mops)
+{
+	struct region_limits lim = {
+		.max_entries = entries,
+		.nstripes = ru->nstripes,
+		.strategy = ru->strategy,
+	};
+	struct region_value *trivial = region_value_create("v", 1), *v;
+	struct region_flight *fl;
+	struct region_stats st;
+	struct region *r;
+	size_t i, misses = 0;
+	unsigned char kb[8];
+	double t0;
+
+	if (!trivial || region_create("trace", &lim, &r))
+		return -1;
+	t0 = now_s();
+	for (i = 0; i < t->n; i++) {
+		int rc;
+
+		/* the key as bytes, as in the trace */
+		if (width == 8) {
+			uint64_t k = t->keys[i];
+			unsigned j;
+
+			for (j = 0; j < 8; j++)
+				kb[j] = (unsigned char)(k >> (56 - 8 * j));
+		} else {
+			uint32_t k = (uint32_t)t->keys[i];
+
+			kb[0] = (unsigned char)(k >> 24);
+			kb[1] = (unsigned char)(k >> 16);
+			kb[2] = (unsigned char)(k >> 8);
+			kb[3] = (unsigned char)k;
+		}
+		rc = region_get(r, kb, width, &v, &fl);
+		if (rc == REGION_LOAD) {
+			misses++;
+			rc = region_flight_done(r, fl, 0,
+						region_value_ref(trivial), &v);
+		}
+		if (rc != 0) {
+			fprintf(stderr, "bench_hitratio: engine error %d\n",
+				rc);
+			exit(1);
+		}
+		region_value_unref(v);
+	}
+	*mops = (double)t->n / (now_s() - t0) / 1e6;
+	region_stats(r, &st);
+	*eff_stripes = st.nstripes;
+	*wshare = st.window_share;
+	region_unref(r);
+	region_value_unref(trivial);
+	return (double)misses / (double)t->n;
+}
+
+static const char *ref_for(const char *trace, const char *policy, double pct,
+			   double *out)
+{
+	size_t i, p;
+
+	for (i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) {
+		if (strcmp(refs[i].trace, trace) != 0 ||
+		    strcmp(refs[i].policy, policy) != 0)
+			continue;
+		for (p = 0; p < 3; p++) {
+			if (refs[i].pct[p] == pct) {
+				*out = refs[i].ratio[p];
+				return policy;
+			}
+		}
+	}
+	return NULL;
+}
+
+static void pct_tag(double pct, char *buf, size_t len)
+{
+	/* 0.1 -> "0.1", 1 -> "1"; '.' becomes 'p' in names: 0p1 */
+	char *d;
+
+	snprintf(buf, len, "%g", pct);
+	if ((d = strchr(buf, '.')))
+		*d = 'p';
+}
+
+static void bench(struct trace *t, const struct run *runs, size_t nruns,
+		  const double *pcts, size_t npcts, unsigned width)
+{
+	double mr[MAX_RUNS][MAX_SIZES], lru[MAX_SIZES];
+	double wsh[MAX_RUNS][MAX_SIZES];
+	unsigned eff[MAX_RUNS][MAX_SIZES];
+	size_t i, p;
+	char tag[32];
+
+	t->distinct = count_distinct(t);
+	printf("\n%s: %zu requests, %zu distinct keys\n", t->name, t->n,
+	       t->distinct);
+	printf("  %-24s", "miss ratio at size");
+	for (p = 0; p < npcts; p++) {
+		char h[40];
+
+		snprintf(h, sizeof(h), "%g%%=%zu", pcts[p],
+			 (size_t)((double)t->distinct * pcts[p] / 100));
+		printf(" %13s", h);
+	}
+	printf("\n  %-24s", "exact LRU (bench)");
+	for (p = 0; p < npcts; p++) {
+		uint64_t cap = (uint64_t)((double)t->distinct * pcts[p] / 100);
+
+		lru[p] = exact_lru(t, cap ? cap : 1);
+		printf(" %13.4f", lru[p]);
+		fflush(stdout);
+	}
+	printf("\n");
+	for (i = 0; i < nruns; i++) {
+		char label[64];
+
+		snprintf(label, sizeof(label), "%s%s, %u stripes",
+			 strcmp(runs[i].policy, "default") == 0 ? "default="
+								 : "",
+			 config_strategy_name(runs[i].strategy),
+			 runs[i].nstripes);
+		printf("  %-24s", label);
+		for (p = 0; p < npcts; p++) {
+			uint64_t cap =
+				(uint64_t)((double)t->distinct * pcts[p] / 100);
+			double mops;
+
+			mr[i][p] = replay(t, &runs[i], cap ? cap : 1, width,
+					  &eff[i][p], &wsh[i][p], &mops);
+			printf(" %8.4f(%3u)", mr[i][p], eff[i][p]);
+			fflush(stdout);
+		}
+		printf("\n");
+	}
+	{
+		static const char *const pols[] = {"LRU", "ARC", "S3-FIFO",
+						   "W-TinyLFU", "optimal"};
+		size_t k;
+
+		for (k = 0; k < sizeof(pols) / sizeof(pols[0]); k++) {
+			bool any = false;
+			double v;
+
+			for (p = 0; p < npcts; p++)
+				any |= ref_for(t->name, pols[k], pcts[p], &v) !=
+				       NULL;
+			if (!any)
+				continue;
+			printf("  %-24s", pols[k]);
+			for (p = 0; p < npcts; p++) {
+				if (ref_for(t->name, pols[k], pcts[p], &v))
+					printf(" %8.4f     ", v);
+				else
+					printf(" %8s     ", "-");
+			}
+			printf("  (published)\n");
+		}
+	}
+	printf("  (n) = effective stripes\n");
+	for (i = 0; i < nruns; i++) {
+		if (runs[i].strategy != REGION_STRATEGY_TINYLFU)
+			continue;
+		printf("  window share at the end, tinylfu %2u stripes",
+		       runs[i].nstripes);
+		for (p = 0; p < npcts; p++)
+			printf(" %6.3f", wsh[i][p]);
+		printf("\n");
+	}
+	for (p = 0; p < npcts; p++) {
+		pct_tag(pcts[p], tag, sizeof(tag));
+		for (i = 0; i < nruns; i++) {
+			if (runs[i].dflt)
+				printf("miss_%s_%spct=%.4f\n", t->name, tag,
+				       mr[i][p]);
+		}
+		printf("lru_%s_%spct=%.4f\n", t->name, tag, lru[p]);
+		for (i = 0; i < nruns; i++) {
+			if (!runs[i].dflt)
+				printf("%s_s%u_%s_%spct=%.4f\n",
+				       config_strategy_name(runs[i].strategy),
+				       runs[i].nstripes, t->name, tag,
+				       mr[i][p]);
+		}
+	}
+}
+
+static int parse_strategy(const char *s, struct run *ru)
+{
+	struct config_region d;
+
+	config_default_region(&d);
+	ru->dflt = false;
+	if (strcasecmp(s, "default") == 0) {
+		ru->dflt = true;
+		ru->strategy = d.lim.strategy;
+		return 0;
+	}
+	for (int i = 0; i < 8; i++) {
+		const char *n = config_strategy_name((enum region_strategy)i);
+
+		if (n && strcasecmp(n, s) == 0) {
+			ru->strategy = (enum region_strategy)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: bench_hitratio [-8] [-p POLICIES] "
+			"[-s STRIPES] [-z PCTS] [TRACE.xz...]\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	static const char *const defaults[] = {
+		DEFAULT_DIR "/orm-busy.trace.xz", DEFAULT_DIR "/web12.trace.xz"};
+	const char *policies = "default,lru,s3fifo,tinylfu";
+	const char *stripes_arg = NULL, *sizes = "0.1,1,3,10,30";
+	double pcts[MAX_SIZES];
+	unsigned stripes[MAX_SIZES], width = 4;
+	size_t npcts = 0, nstripes = 0, nruns = 0, i, j;
+	struct run runs[MAX_RUNS];
+	struct config_region d;
+	char *copy, *tok, *save;
+	int opt;
+
+	while ((opt = getopt(argc, argv, "8p:s:z:h")) != -1) {
+		switch (opt) {
+		case '8':
+			width = 8;
+			break;
+		case 'p':
+			policies = optarg;
+			break;
+		case 's':
+			stripes_arg = optarg;
+			break;
+		case 'z':
+			sizes = optarg;
+			break;
+		default:
+			usage();
+		}
+	}
+	config_default_region(&d);
+	copy = strdup(sizes);
+	for (tok = strtok_r(copy, ",", &save); tok && npcts < MAX_SIZES;
+	     tok = strtok_r(NULL, ",", &save))
+		pcts[npcts++] = atof(tok);
+	free(copy);
+	if (stripes_arg) {
+		copy = strdup(stripes_arg);
+		for (tok = strtok_r(copy, ",", &save);
+		     tok && nstripes < MAX_SIZES;
+		     tok = strtok_r(NULL, ",", &save))
+			stripes[nstripes++] = (unsigned)atoi(tok);
+		free(copy);
+	} else {
+		stripes[nstripes++] = d.lim.nstripes;
+	}
+	copy = strdup(policies);
+	for (tok = strtok_r(copy, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		struct run ru;
+
+		if (parse_strategy(tok, &ru)) {
+			fprintf(stderr, "bench_hitratio: unknown policy %s\n",
+				tok);
+			return 2;
+		}
+		for (j = 0; j < nstripes && nruns < MAX_RUNS; j++) {
+			ru.nstripes = stripes[j];
+			snprintf(ru.policy, sizeof(ru.policy), "%s", tok);
+			runs[nruns] = ru;
+			/* "default" means default stripes too */
+			runs[nruns++].dflt =
+				ru.dflt && stripes[j] == d.lim.nstripes;
+		}
+	}
+	free(copy);
+	if (npcts == 0 || nruns == 0)
+		usage();
+	for (i = (size_t)optind;
+	     i < (size_t)argc || (argc == optind && i < 2 + (size_t)optind);
+	     i++) {
+		struct trace t = {.path = argc == optind
+						  ? defaults[i - (size_t)optind]
+						  : argv[i]};
+		const char *base = strrchr(t.path, '/');
+
+		snprintf(t.name, sizeof(t.name), "%s", base ? base + 1 : t.path);
+		if (strchr(t.name, '.'))
+			*strchr(t.name, '.') = '\0';
+		for (j = 0; t.name[j]; j++)
+			if (t.name[j] == '-')
+				t.name[j] = '_';
+		if (read_trace(&t, width)) {
+			fprintf(stderr, "bench_hitratio: cannot read %s\n",
+				t.path);
+			free(t.keys);
+			return 1;
+		}
+		bench(&t, runs, nruns, pcts, npcts, width);
+		free(t.keys);
+	}
+	return 0;
+}
