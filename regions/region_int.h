@@ -137,10 +137,10 @@ struct region_value {
 /* ---- entries --------------------------------------------------------- */
 
 enum entry_queue {
-	ENTRY_Q_NONE = 0, /* LRU: the single list */
-	ENTRY_Q_SMALL,	  /* S3-FIFO small (probation) queue */
-	ENTRY_Q_MAIN,	  /* S3-FIFO main queue */
-	ENTRY_Q_WINDOW,	  /* TinyLFU admission window (tinylfu.c) */
+	ENTRY_Q_NONE = 0,  /* LRU: the single list */
+	ENTRY_Q_SMALL,	   /* S3-FIFO small (probation) queue */
+	ENTRY_Q_MAIN,	   /* S3-FIFO main queue */
+	ENTRY_Q_WINDOW,	   /* TinyLFU admission window (tinylfu.c) */
 	ENTRY_Q_PROBATION, /* TinyLFU main, probation segment */
 	ENTRY_Q_PROTECTED, /* TinyLFU main, protected segment */
 };
