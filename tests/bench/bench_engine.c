@@ -2,8 +2,9 @@
  * bench_engine.c - the engine's hit path against the simplest alternative.
  *
  * Usage: bench_engine [SECONDS_PER_CELL] [THREADS,...] [WORKLOAD,...]
- * (defaults 0.3, 1,2,4,8,48 and zipf,mix48,mix2). The region's policy is
- * LRU, or the one named by BENCH_STRATEGY (lru, s3fifo).
+ * (defaults 0.3, 1,2,4,8,48 and zipf,mix48,mix2,roles). The region's
+ * policy is LRU, or the one named by BENCH_STRATEGY (lru, s3fifo,
+ * tinylfu).
  *
  * The reference, written here: one pthread mutex around a chained hash
  * table (same hash function) with an exact LRU list, returning a pointer
@@ -22,6 +23,11 @@
  *   (makes a value) and installs it, as cache-aside does; a write replaces
  *   the key's value (regionfs: region_invalidate() then install through a
  *   flight, which is how fs/ writes); a remove drops the key.
+ * - roles: the same mix as mix48 but with seed 003's fixed roles, 48
+ *   reader, 6 writer and 4 remover threads: prints reads/s and the
+ *   readers' share of all operations (a writer-preferring lock starves
+ *   the readers: issue 8 measured 2.2 %), read_share_*_roles and
+ *   ratio_reads_roles.
  * Prints one line per cell and name=value lines at the end:
  *   ops_<impl>_<workload>_t<N>, ratio_<workload>_t<N> (regionfs/reference,
  *   ops/s), cpu_ns_per_hit_{regionfs,reference} (zipf, 1 thread, thread
@@ -300,17 +306,20 @@ static void rfs_write(const char *key, size_t klen)
 
 /* ---- the runs ----------------------------------------------------------- */
 
-enum workload { W_ZIPF, W_MIX48, W_MIX2, W__COUNT };
-static const char *const wl_name[W__COUNT] = {"zipf", "mix48", "mix2"};
-/* reads, writes, removes out of the sum */
-static const unsigned wl_odds[W__COUNT][3] = {{1, 0, 0}, {48, 6, 4}, {2, 1, 1}};
+enum workload { W_ZIPF, W_MIX48, W_MIX2, W_ROLES, W__COUNT };
+static const char *const wl_name[W__COUNT] = {"zipf", "mix48", "mix2", "roles"};
+/* reads, writes, removes out of the sum (roles: per thread, see below) */
+static const unsigned wl_odds[W__COUNT][3] = {
+	{1, 0, 0}, {48, 6, 4}, {2, 1, 1}, {48, 6, 4}};
+#define ROLES_THREADS                                                          \
+	58 /* seed 003's cohort: 48 readers, 6 writers, 4 removers */
 
 struct runner {
 	bool rfs;
 	enum workload wl;
 	unsigned idx;
 	pthread_barrier_t *start;
-	uint64_t ops, hits, sink;
+	uint64_t ops, hits, sink, reads;
 	double cpu;
 	pthread_t tid;
 };
@@ -331,6 +340,8 @@ static void *runner_main(void *arg)
 		unsigned x = (unsigned)(splitmix(&rs) % total);
 
 		opsel[i] = x < odds[0] ? 0 : x < odds[0] + odds[1] ? 1 : 2;
+		if (ru->wl == W_ROLES) /* a fixed role per thread */
+			opsel[i] = ru->idx < 48 ? 0 : ru->idx < 54 ? 1 : 2;
 	}
 	pthread_barrier_wait(ru->start);
 	c0 = cpu_s();
@@ -360,6 +371,8 @@ static void *runner_main(void *arg)
 		}
 		pos += BATCH;
 		ops += BATCH;
+		if (opsel[0] == 0 && ru->wl == W_ROLES)
+			ru->reads += BATCH;
 	} while (now_s() < end);
 	ru->cpu = cpu_s() - c0;
 	ru->ops = ops;
@@ -370,17 +383,19 @@ static void *runner_main(void *arg)
 }
 
 struct result {
-	double ops_s, cpu_ns_per_hit, cpu_ns_per_op;
+	double ops_s, cpu_ns_per_hit, cpu_ns_per_op, reads_s, read_share;
 };
 
 static struct result run_cell(bool rfs, enum workload wl, unsigned nthreads)
 {
 	struct runner ru[MAX_THREADS];
 	pthread_barrier_t start;
-	uint64_t ops = 0, hits = 0;
+	uint64_t ops = 0, hits = 0, reads = 0;
 	double t0, dt, cpu = 0;
 	unsigned i;
 
+	if (wl == W_ROLES)
+		nthreads = ROLES_THREADS;
 	pthread_barrier_init(&start, NULL, nthreads + 1);
 	for (i = 0; i < nthreads; i++) {
 		ru[i] = (struct runner){
@@ -393,13 +408,15 @@ static struct result run_cell(bool rfs, enum workload wl, unsigned nthreads)
 		pthread_join(ru[i].tid, NULL);
 		ops += ru[i].ops;
 		hits += ru[i].hits;
+		reads += ru[i].reads;
 		cpu += ru[i].cpu;
 	}
 	dt = now_s() - t0;
 	pthread_barrier_destroy(&start);
 	return (struct result){(double)ops / dt,
 			       hits ? cpu * 1e9 / (double)hits : 0,
-			       cpu * 1e9 / (double)ops};
+			       cpu * 1e9 / (double)ops, (double)reads / dt,
+			       (double)reads / (double)ops};
 }
 
 static void setup(enum workload wl)
@@ -413,6 +430,8 @@ static void setup(enum workload wl)
 
 	if (strat && strcmp(strat, "s3fifo") == 0)
 		lim.strategy = REGION_STRATEGY_S3FIFO;
+	if (strat && strcmp(strat, "tinylfu") == 0)
+		lim.strategy = REGION_STRATEGY_TINYLFU;
 	if (wl != W_ZIPF)
 		lim.max_entries = MIX_CAP;
 	if (region_create("bench", &lim, &reg)) {
@@ -429,18 +448,48 @@ static void setup(enum workload wl)
 	}
 }
 
-static void teardown(void)
-{
-	region_unref(reg);
-	reg = NULL;
-	ref_fini();
-}
-
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 
 	return (x > y) - (x < y);
+}
+
+/* Seed 003's fixed roles: do readers get their share next to writers? */
+static void run_roles(void)
+{
+	double a[REPS], b[REPS], sa[REPS], sb[REPS];
+	unsigned rep;
+
+	for (rep = 0; rep < REPS; rep++) {
+		struct result x = run_cell(false, W_ROLES, ROLES_THREADS);
+		struct result y = run_cell(true, W_ROLES, ROLES_THREADS);
+
+		a[rep] = x.reads_s;
+		sa[rep] = x.read_share;
+		b[rep] = y.reads_s;
+		sb[rep] = y.read_share;
+	}
+	qsort(a, REPS, sizeof(double), cmp_double);
+	qsort(b, REPS, sizeof(double), cmp_double);
+	qsort(sa, REPS, sizeof(double), cmp_double);
+	qsort(sb, REPS, sizeof(double), cmp_double);
+	printf("roles  48 readers/6 writers/4 removers: reference %11.0f "
+	       "reads/s (%.1f%% of ops)  regionfs %11.0f reads/s (%.1f%% of "
+	       "ops)  ratio %.2f\n",
+	       a[REPS / 2], 100 * sa[REPS / 2], b[REPS / 2], 100 * sb[REPS / 2],
+	       b[REPS / 2] / a[REPS / 2]);
+	printf("read_share_reference_roles=%.3f\n", sa[REPS / 2]);
+	printf("read_share_regionfs_roles=%.3f\n", sb[REPS / 2]);
+	printf("ratio_reads_roles=%.2f\n", b[REPS / 2] / a[REPS / 2]);
+	fflush(stdout);
+}
+
+static void teardown(void)
+{
+	region_unref(reg);
+	reg = NULL;
+	ref_fini();
 }
 
 static void make_draws(void)
@@ -506,6 +555,11 @@ int main(int argc, char **argv)
 		if (argc > 3 && !strstr(argv[3], wl_name[w]))
 			continue;
 		setup((enum workload)w);
+		if (w == W_ROLES) {
+			run_roles();
+			teardown();
+			continue;
+		}
 		for (t = 0; t < nth; t++) {
 			double a[REPS], b[REPS], ca[REPS], cb[REPS];
 			double oa[REPS], ob[REPS];
