@@ -3,7 +3,7 @@
  *
  * Usage: bench_memory [ENTRIES] (default 1000000).
  *
- * For each policy (lru, s3fifo) and each case:
+ * For each policy (lru, s3fifo, tinylfu) and each case:
  *   full      max_entries = ENTRIES, ENTRIES installs of distinct keys
  *   evicting  max_entries = ENTRIES, 2 * ENTRIES installs (the second
  *             half evicts: ghosts and other policy state at their size)
@@ -23,6 +23,8 @@
 #include <unistd.h>
 
 #include "region.h"
+
+#define REGION_HAS_TINYLFU 1 /* undefine to build against an older engine */
 
 #define KEY_LEN	  16
 #define VALUE_LEN 100
@@ -113,6 +115,12 @@ int main(int argc, char **argv)
 	worst = x > worst ? x : worst;
 	x = cell(REGION_STRATEGY_S3FIFO, "s3fifo", "evicting", n, 2 * n);
 	worst = x > worst ? x : worst;
+#ifdef REGION_HAS_TINYLFU
+	x = cell(REGION_STRATEGY_TINYLFU, "tinylfu", "full", n, n);
+	worst = x > worst ? x : worst;
+	x = cell(REGION_STRATEGY_TINYLFU, "tinylfu", "evicting", n, 2 * n);
+	worst = x > worst ? x : worst;
+#endif
 	printf("bytes_per_entry=%.1f\n", worst);
 	return 0;
 }
