@@ -68,11 +68,11 @@
  * segment's target is the same share of each limited quota, and a segment
  * is "full" when it reaches its target in any limited dimension.
  *
- * Hits. A hit under the shared lock goes into the stripe's access buffer
- * (evict.c, the same BP-Wrapper batching as LRU); the drain under the
- * exclusive lock replays it: sketch increment and list move. Dropped
- * records (full buffer, contended stripe) cost a little recency and
- * frequency information, never correctness.
+ * Hits. A lock-free hit goes into the hitting thread's lane of the stripe
+ * (stripe.c, the same per-thread BP-Wrapper batching as LRU); the replay
+ * under the stripe lock calls touch_locked(): sketch increment and list
+ * move. Dropped records (full lane, contended stripe; hits_unrecorded)
+ * cost a little recency and frequency information, never correctness.
  *
  * Bounded work: an insert or an eviction moves or examines at most
  * 2 + TLFU_MOVES entries, a hit 1 + TLFU_MOVES, so a drain of the 64-slot
@@ -404,19 +404,6 @@ static void on_hit(struct stripe *s, struct entry *e)
 	}
 }
 
-static void tlfu_drain_locked(struct stripe *s)
-{
-	uint64_t n = atomic_load_explicit(&s->abuf_n, memory_order_relaxed);
-	uint64_t i;
-
-	region__assert_wrlocked(s);
-	if (n > REGION_ABUF_SLOTS)
-		n = REGION_ABUF_SLOTS;
-	for (i = 0; i < n; i++)
-		on_hit(s, s->abuf[i]);
-	atomic_store_explicit(&s->abuf_n, 0, memory_order_relaxed);
-}
-
 static void tlfu_touch_locked(struct stripe *s, struct entry *e)
 {
 	on_hit(s, e);
@@ -534,8 +521,7 @@ static void tlfu_release(struct stripe *s)
 
 const struct region_evict_ops region__tinylfu_ops = {
 	.name = "tinylfu",
-	.access = region__abuf_access,
-	.drain_locked = tlfu_drain_locked,
+	.access = NULL, /* hits replayed per thread (stripe.c) */
 	.insert_locked = tlfu_insert_locked,
 	.touch_locked = tlfu_touch_locked,
 	.remove_locked = tlfu_remove_locked,
