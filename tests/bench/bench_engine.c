@@ -44,6 +44,7 @@
 #include <time.h>
 
 #include "region_int.h" /* region__hash: the reference uses the same one */
+#include "testlib.h"
 
 #define ZIPF_KEYS   1000000u
 #define MIX_KEYS    50000u
@@ -59,22 +60,6 @@ static uint32_t *zipf_draws; /* NDRAWS keys */
 static uint32_t *unif_draws; /* NDRAWS keys < MIX_KEYS */
 static double cell_seconds = 0.3;
 static unsigned char value_buf[VALUE_LEN];
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double cpu_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static uint64_t splitmix(uint64_t *s)
 {
@@ -344,8 +329,8 @@ static void *runner_main(void *arg)
 			opsel[i] = ru->idx < 48 ? 0 : ru->idx < 54 ? 1 : 2;
 	}
 	pthread_barrier_wait(ru->start);
-	c0 = cpu_s();
-	end = now_s() + cell_seconds;
+	c0 = tl_cpu_s();
+	end = tl_now_s() + cell_seconds;
 	do {
 		for (i = 0; i < BATCH; i++) {
 			const char *k = keys[draws[(pos + i) & (NDRAWS - 1)]];
@@ -373,8 +358,8 @@ static void *runner_main(void *arg)
 		ops += BATCH;
 		if (opsel[0] == 0 && ru->wl == W_ROLES)
 			ru->reads += BATCH;
-	} while (now_s() < end);
-	ru->cpu = cpu_s() - c0;
+	} while (tl_now_s() < end);
+	ru->cpu = tl_cpu_s() - c0;
 	ru->ops = ops;
 	ru->hits = hits;
 	ru->sink = sink;
@@ -403,7 +388,7 @@ static struct result run_cell(bool rfs, enum workload wl, unsigned nthreads)
 		pthread_create(&ru[i].tid, NULL, runner_main, &ru[i]);
 	}
 	pthread_barrier_wait(&start);
-	t0 = now_s();
+	t0 = tl_now_s();
 	for (i = 0; i < nthreads; i++) {
 		pthread_join(ru[i].tid, NULL);
 		ops += ru[i].ops;
@@ -411,7 +396,7 @@ static struct result run_cell(bool rfs, enum workload wl, unsigned nthreads)
 		reads += ru[i].reads;
 		cpu += ru[i].cpu;
 	}
-	dt = now_s() - t0;
+	dt = tl_now_s() - t0;
 	pthread_barrier_destroy(&start);
 	return (struct result){(double)ops / dt,
 			       hits ? cpu * 1e9 / (double)hits : 0,

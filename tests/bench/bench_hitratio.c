@@ -38,6 +38,7 @@
 
 #include "config.h"
 #include "region.h"
+#include "testlib.h"
 
 #define DEFAULT_DIR "/work/shared/traces"
 #define MAX_SIZES   16
@@ -71,14 +72,6 @@ struct run {
 	enum region_strategy strategy;
 	unsigned nstripes;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* Runs "xz -dc 'path'" with the path quoted for the shell. */
 static FILE *open_xz(const char *path)
@@ -299,7 +292,7 @@ static double replay(const struct trace *t, const struct run *ru,
 
 	if (!trivial || region_create("trace", &lim, &r))
 		return -1;
-	t0 = now_s();
+	t0 = tl_now_s();
 	for (i = 0; i < t->n; i++) {
 		int rc;
 
@@ -331,7 +324,7 @@ static double replay(const struct trace *t, const struct run *ru,
 		}
 		region_value_unref(v);
 	}
-	*mops = (double)t->n / (now_s() - t0) / 1e6;
+	*mops = (double)t->n / (tl_now_s() - t0) / 1e6;
 	region_stats(r, &st);
 	*eff_stripes = st.nstripes;
 	*wshare = st.window_share;
