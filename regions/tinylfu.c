@@ -75,9 +75,8 @@
  * cost a little recency and frequency information, never correctness.
  *
  * Bounded work: an insert or an eviction moves or examines at most
- * 2 + TLFU_MOVES entries, a hit 1 + TLFU_MOVES, so a drain of the 64-slot
- * access buffer at most 64 x 9 = 576 (under the 1,024 per lock hold the
- * engine promises); the sketch reset walks counters, not entries.
+ * 2 + TLFU_MOVES entries, a hit 1 + TLFU_MOVES (reported through
+ * region__examined()); the sketch reset walks counters, not entries.
  *
  * Memory: per entry one byte (entry.queue, shared with S3-FIFO) plus the
  * sketch, sized from the entries actually held (up to the entry quota):
@@ -217,16 +216,20 @@ static void shrink_window(struct stripe *s)
 {
 	unsigned moved = 0;
 
-	while (moved++ < TLFU_MOVES && win_over(s))
+	while (moved++ < TLFU_MOVES && win_over(s)) {
 		to_probation(&s->tlfu, &s->tlfu.window);
+		region__examined(s, 1);
+	}
 }
 
 static void demote_protected(struct stripe *s)
 {
 	unsigned moved = 0;
 
-	while (moved++ < TLFU_MOVES && s->tlfu.prot_n && prot_over(s))
+	while (moved++ < TLFU_MOVES && s->tlfu.prot_n && prot_over(s)) {
 		to_probation(&s->tlfu, &s->tlfu.protect);
+		region__examined(s, 1);
+	}
 }
 
 /* ---- ghosts ---------------------------------------------------------- */
@@ -384,6 +387,7 @@ static void adapt_on_miss(struct stripe *s, uint64_t hash)
 
 static void on_hit(struct stripe *s, struct entry *e)
 {
+	region__examined(s, 1);
 	struct region_tlfu *t = &s->tlfu;
 
 	region__sketch_increment(&t->sketch, e->hash);
@@ -413,6 +417,7 @@ static void tlfu_insert_locked(struct stripe *s, struct entry *e)
 {
 	struct region_tlfu *t = &s->tlfu;
 
+	region__examined(s, 1);
 	size_sketch(s, false);
 	adapt_on_miss(s, e->hash); /* before counting this access */
 	region__sketch_increment(&t->sketch, e->hash);
@@ -454,6 +459,7 @@ static bool tlfu_evict_locked(struct region *r, struct stripe *s,
 	struct entry *cand = NULL, *victim = NULL;
 	struct rlist *l;
 
+	region__examined(s, 2); /* candidate and victim */
 	size_sketch(s, true);
 	shrink_window(s);
 	if (win_full(s) && (l = rlist_tail(&t->window)))
