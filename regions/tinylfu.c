@@ -88,13 +88,13 @@
 
 #include "region_int.h"
 
-#define TLFU_WINDOW_INIT 0.01	/* window share at start */
-#define TLFU_PROTECTED	 0.80	/* protected share of main */
-#define TLFU_WARM_FREQ	 6    /* hash-flooding guard threshold */
-#define TLFU_MOVES	 8    /* rebalancing moves per call */
-#define TLFU_MIN_SKETCH	 64   /* entries a sketch is sized for at least */
-#define GHOST_BITS_PER_KEY 8 /* ghost filter: ~2.4% false positives */
-#define GHOST_PROBES	   4  /* per generation */
+#define TLFU_WINDOW_INIT   0.01 /* window share at start */
+#define TLFU_PROTECTED	   0.80 /* protected share of main */
+#define TLFU_WARM_FREQ	   6	/* hash-flooding guard threshold */
+#define TLFU_MOVES	   8	/* rebalancing moves per call */
+#define TLFU_MIN_SKETCH	   64	/* entries a sketch is sized for at least */
+#define GHOST_BITS_PER_KEY 8	/* ghost filter: ~2.4% false positives */
+#define GHOST_PROBES	   4	/* per generation */
 
 #define entry_of(n) region__container_of(n, struct entry, qnode)
 
@@ -305,7 +305,8 @@ static bool ghostbf_has(const struct region_ghostbf *g, uint64_t hash)
 		const uint64_t *gen = g->words + k * g->gen_words;
 
 		for (i = 0; i < GHOST_PROBES; i++) {
-			if (!(gen[pos[i] / 64] & ((uint64_t)1 << (pos[i] % 64))))
+			if (!(gen[pos[i] / 64] &
+			      ((uint64_t)1 << (pos[i] % 64))))
 				break;
 		}
 		if (i == GHOST_PROBES)
@@ -333,7 +334,8 @@ static void size_sketch(struct stripe *s, bool evicting)
 	struct region_sketch *k = &s->tlfu.sketch;
 	uint64_t qe = s->quota_entries, n = s->nentries, want;
 
-	if (k->table && k->capacity <= qe && (n <= k->capacity || k->capacity == qe))
+	if (k->table && k->capacity <= qe &&
+	    (n <= k->capacity || k->capacity == qe))
 		return;
 	if (!k->table && !evicting && qe != REGION_UNLIMITED && n < qe - n)
 		return;
@@ -375,9 +377,11 @@ static void adapt_on_miss(struct stripe *s, uint64_t hash)
 						 : (double)(s->nentries + 1);
 	unit = 1.0 / q;
 	if (in_w)
-		t->wshare += unit * (nw && nm > nw ? (double)nm / (double)nw : 1);
+		t->wshare +=
+			unit * (nw && nm > nw ? (double)nm / (double)nw : 1);
 	else
-		t->wshare -= unit * (nm && nw > nm ? (double)nw / (double)nm : 1);
+		t->wshare -=
+			unit * (nm && nw > nm ? (double)nw / (double)nm : 1);
 	if (t->wshare < 0)
 		t->wshare = 0;
 	if (t->wshare > 1)
