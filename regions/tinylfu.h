@@ -41,7 +41,7 @@ void region__sketch_reset(struct region_sketch *k);
  * A "ghost": a two-generation Bloom filter of key hashes recently evicted
  * one way (tinylfu.c). Remembers between gen_cap and 2 x gen_cap of the
  * latest additions; the older generation is cleared and reused when the
- * newer one is full. 4 bits per remembered key and generation, 3 probes.
+ * newer one is full. 8 bits per remembered key and generation, 4 probes.
  */
 struct region_ghostbf {
 	uint64_t *words;    /* 2 generations of gen_words each, or NULL */
