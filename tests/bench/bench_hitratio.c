@@ -156,11 +156,11 @@ static size_t count_distinct(const struct trace *t)
 /* ---- exact LRU: open-addressed table + index-linked list --------------- */
 
 struct xlru {
-	uint64_t *key;		/* per slot */
-	uint32_t *prev, *next;	/* per slot; list through slot indices */
-	uint32_t *table;	/* open addressing: slot + 1, 0 = empty */
+	uint64_t *key;	       /* per slot */
+	uint32_t *prev, *next; /* per slot; list through slot indices */
+	uint32_t *table;       /* open addressing: slot + 1, 0 = empty */
 	size_t tmask, cap, n;
-	uint32_t head, tail;	/* most / least recent; UINT32_MAX = none */
+	uint32_t head, tail; /* most / least recent; UINT32_MAX = none */
 };
 
 static uint64_t mix(uint64_t x)
@@ -215,7 +215,8 @@ static void xlru_table_del(struct xlru *c, size_t i)
 		if (!c->table[j])
 			return;
 		k = mix(c->key[c->table[j] - 1]) & c->tmask;
-		if ((j > i && (k <= i || k > j)) || (j < i && k <= i && k > j)) {
+		if ((j > i && (k <= i || k > j)) ||
+		    (j < i && k <= i && k > j)) {
 			c->table[i] = c->table[j];
 			c->table[j] = 0;
 			i = j;
@@ -396,7 +397,7 @@ static void bench(struct trace *t, const struct run *runs, size_t nruns,
 
 		snprintf(label, sizeof(label), "%s%s, %u stripes",
 			 strcmp(runs[i].policy, "default") == 0 ? "default="
-								 : "",
+								: "",
 			 config_strategy_name(runs[i].strategy),
 			 runs[i].nstripes);
 		printf("  %-24s", label);
@@ -495,8 +496,8 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-	static const char *const defaults[] = {
-		DEFAULT_DIR "/orm-busy.trace.xz", DEFAULT_DIR "/web12.trace.xz"};
+	static const char *const defaults[] = {DEFAULT_DIR "/orm-busy.trace.xz",
+					       DEFAULT_DIR "/web12.trace.xz"};
 	const char *policies = "default,lru,s3fifo,tinylfu";
 	const char *stripes_arg = NULL, *sizes = "0.1,1,3,10,30";
 	double pcts[MAX_SIZES];
@@ -571,7 +572,8 @@ int main(int argc, char **argv)
 						  : argv[i]};
 		const char *base = strrchr(t.path, '/');
 
-		snprintf(t.name, sizeof(t.name), "%s", base ? base + 1 : t.path);
+		snprintf(t.name, sizeof(t.name), "%s",
+			 base ? base + 1 : t.path);
 		if (strchr(t.name, '.'))
 			*strchr(t.name, '.') = '\0';
 		for (j = 0; t.name[j]; j++)
