@@ -197,6 +197,11 @@ static void vslot_release(struct vref_slot *sl)
 		region__value_free(v);
 }
 
+void region__vcache_flush(void)
+{
+	vcache_flush();
+}
+
 static void vcache_flush(void)
 {
 	unsigned i;

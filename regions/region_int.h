@@ -463,6 +463,8 @@ static inline bool region__epoch_safe(uint64_t retired, uint64_t now)
 struct region_value *region__value_ref_hit(struct region_value *v);
 /* Drops a reference the thread's cache handed out; false if it did not. */
 bool region__value_unref_cached(struct region_value *v);
+/* Returns the calling thread's cached references (its unused biases). */
+void region__vcache_flush(void);
 
 /* ---- stripe.c -------------------------------------------------------- */
 
