@@ -2,7 +2,7 @@
  * bench_pause.c - the longest pauses of the engine's maintenance work.
  *
  * Usage: bench_pause [ENTRIES] [STRATEGY] (default 1000000 lru; STRATEGY is
- * lru or s3fifo).
+ * lru, s3fifo or tinylfu).
  *
  * One region (16 stripes configured, max_entries = ENTRIES, 16-byte keys,
  * 100-byte values, a fake clock) goes through the phases of issue 8:
@@ -146,6 +146,8 @@ int main(int argc, char **argv)
 
 	if (argc > 2 && strcmp(argv[2], "s3fifo") == 0)
 		lim.strategy = REGION_STRATEGY_S3FIFO;
+	if (argc > 2 && strcmp(argv[2], "tinylfu") == 0)
+		lim.strategy = REGION_STRATEGY_TINYLFU;
 	memset(value_buf, 'v', sizeof(value_buf));
 	region_clock_set(fake_clock);
 	lim.max_entries = n;
