@@ -10,18 +10,14 @@
  *
  * REGION_STRATEGY_LRU: exact LRU per stripe, with BP-Wrapper batching
  * (Ding et al., ICDE 2009; seed 003). Moving an entry to the head of a
- * list is a write, and doing it on every hit would need the exclusive lock
- * on the hit path: the convoy of seed 000. Instead a hit appends the entry
- * to a 64-slot per-stripe buffer (one relaxed fetch_add and one store under
- * the shared lock) and whoever takes the exclusive lock next replays the
- * buffer into the list in order (drain_locked(), called by every
- * exclusive acquisition before anything else). The reader that fills the
- * last slot tries (never waits) to take the lock and drain; if that fails,
- * further records are dropped until the next drain. What it gives up:
- * under a pure-hit load on one stripe, the accesses of the moment the
- * trylock loses are not recorded, so the list is exact LRU over the
- * recorded accesses only. Single-threaded (the trace benchmark) nothing is
- * ever dropped and the miss ratios equal textbook LRU (see bench_trace).
+ * list is a write, and doing it on every hit would need the lock on the
+ * hit path: the convoy of seed 000. Instead a hit goes to its thread's
+ * lane on the stripe (stripe.c) and is replayed here through
+ * touch_locked() in batches, in order per thread; the lock holder replays
+ * its own lane first, so single-threaded (the trace benchmark) every hit
+ * is applied before the next eviction and the miss ratios equal textbook
+ * LRU (see bench_trace). Hits lost when a lane is full and the lock busy
+ * are counted (hits_unrecorded).
  *
  * REGION_STRATEGY_S3FIFO: S3-FIFO (Yang et al., SOSP 2023), following the
  * authors' reference and Caffeine's simulator: a small FIFO (10% of the
@@ -51,9 +47,9 @@
  * when each stripe holds a few dozen entries (763 / 16 = 48); the 16-stripe
  * figures move by a few thousandths between runs with the hash seed.
  *
- * Locking: everything here runs under the stripe's exclusive lock except
- * the access() functions, which run under the shared lock and touch only
- * the LRU buffer (see struct stripe) or e->freq (relaxed).
+ * Locking: everything here runs under the stripe's lock except
+ * s3_access(), which runs on the lock-free hit and stores only e->freq
+ * (relaxed; the entry may be already unlinked, never freed).
  */
 #include <stdlib.h>
 
@@ -67,34 +63,6 @@
 #define entry_of(n) region__container_of(n, struct entry, qnode)
 
 /* ---- LRU ------------------------------------------------------------- */
-
-bool region__abuf_access(struct stripe *s, struct entry *e)
-{
-	uint64_t i;
-
-	/* a plain load first: a full buffer costs no cache-line write */
-	if (atomic_load_explicit(&s->abuf_n, memory_order_relaxed) >=
-	    REGION_ABUF_SLOTS)
-		return false;
-	i = atomic_fetch_add_explicit(&s->abuf_n, 1, memory_order_relaxed);
-	if (i >= REGION_ABUF_SLOTS)
-		return false;
-	s->abuf[i] = e;
-	return i == REGION_ABUF_SLOTS - 1;
-}
-
-static void lru_drain_locked(struct stripe *s)
-{
-	uint64_t n = atomic_load_explicit(&s->abuf_n, memory_order_relaxed);
-	uint64_t i;
-
-	region__assert_wrlocked(s);
-	if (n > REGION_ABUF_SLOTS)
-		n = REGION_ABUF_SLOTS;
-	for (i = 0; i < n; i++)
-		rlist_move_head(&s->lru, &s->abuf[i]->qnode);
-	atomic_store_explicit(&s->abuf_n, 0, memory_order_relaxed);
-}
 
 static void lru_insert_locked(struct stripe *s, struct entry *e)
 {
@@ -258,19 +226,13 @@ void region__ghost_release(struct ghost *g)
 
 /* ---- S3-FIFO ---------------------------------------------------------- */
 
-static bool s3_access(struct stripe *s, struct entry *e)
+static void s3_access(struct stripe *s, struct entry *e)
 {
 	unsigned char f = atomic_load_explicit(&e->freq, memory_order_relaxed);
 
 	(void)s;
 	if (f < S3_MAX_FREQ)
 		atomic_store_explicit(&e->freq, f + 1, memory_order_relaxed);
-	return false;
-}
-
-static void s3_drain_locked(struct stripe *s)
-{
-	(void)s;
 }
 
 static void s3_push(struct stripe *s, struct entry *e, enum entry_queue q)
@@ -417,8 +379,7 @@ static void s3_reset_locked(struct stripe *s)
 
 static const struct region_evict_ops lru_ops = {
 	.name = "lru",
-	.access = region__abuf_access,
-	.drain_locked = lru_drain_locked,
+	.access = NULL, /* hits are buffered per thread, see stripe.c */
 	.insert_locked = lru_insert_locked,
 	.touch_locked = lru_touch_locked,
 	.remove_locked = lru_remove_locked,
@@ -429,7 +390,6 @@ static const struct region_evict_ops lru_ops = {
 static const struct region_evict_ops s3fifo_ops = {
 	.name = "s3fifo",
 	.access = s3_access,
-	.drain_locked = s3_drain_locked,
 	.insert_locked = s3_insert_locked,
 	.touch_locked = s3_touch_locked,
 	.remove_locked = s3_remove_locked,

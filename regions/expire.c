@@ -71,12 +71,11 @@ uint64_t region_now_ms(void)
 	return atomic_load_explicit(&clock_fn, memory_order_relaxed)();
 }
 
-void region__expire_locked(struct region *r, struct stripe *s,
-			   struct entry **pp, enum region_expiry why,
-			   struct entry **grave)
+void region__expire_locked(struct region *r, struct stripe *s, struct entry *e,
+			   enum region_expiry why)
 {
 	assert(why != REGION_LIVE);
-	region__unlink_at_locked(s, pp, grave);
+	region__unlink_locked(s, e, NULL);
 	region__count(r, why == REGION_EXPIRED_TTL ? ST_EV_TTL : ST_EV_TTI, 1);
 }
 
@@ -97,15 +96,13 @@ static size_t sweep_trim(struct region *r, size_t *left)
 	}
 	while (r->trim_active && *left > 0) {
 		struct stripe *s = &r->stripes[r->trim_stripe];
-		struct entry *grave = NULL;
 		size_t max =
 			*left < REGION_SWEEP_BATCH ? *left : REGION_SWEEP_BATCH;
 
 		region__stripe_wrlock(s);
-		n = region__make_room_locked(r, s, false, 0, max, &grave);
+		n = region__make_room_locked(r, s, false, 0, max, NULL);
 		over = region__over_quota(s, false, 0);
 		region__stripe_wrunlock(s);
-		region__entries_free(grave);
 		got += n;
 		*left -= n;
 		if (over && n > 0)
@@ -117,32 +114,44 @@ static size_t sweep_trim(struct region *r, size_t *left)
 }
 
 /*
- * Examines up to max entries of s from the expiry cursor, reclaiming the
- * expired ones. Returns true when the stripe's end was reached. Write lock
- * held, sweep_mu held.
+ * Examines up to max entries and buckets of s from the expiry cursor
+ * (empty buckets count too: an emptied table must not make one call walk
+ * a million of them), reclaiming the expired ones. Returns true when the
+ * stripe's end was reached. Lock held, sweep_mu held.
  */
 static bool scan_stripe_locked(struct region *r, struct stripe *s, size_t *max,
-			       size_t *got, struct entry **grave)
+			       size_t *got)
 {
+	struct table *t = atomic_load_explicit(&s->tab, memory_order_relaxed);
 	uint64_t now = region_now_ms();
 	enum region_expiry why;
-	struct entry **pp, *e;
+	struct entry *e, *next;
 	size_t skip;
 
-	for (; r->exp_bucket <= s->mask; r->exp_bucket++, r->exp_skip = 0) {
-		pp = &s->buckets[r->exp_bucket];
-		for (skip = r->exp_skip; (e = *pp) && skip; skip--)
-			pp = &e->hnext;
-		while ((e = *pp)) {
+	for (; r->exp_bucket <= t->mask; r->exp_bucket++, r->exp_skip = 0) {
+		e = atomic_load_explicit(&t->b[r->exp_bucket],
+					 memory_order_relaxed);
+		if (!e && r->exp_skip == 0) {
+			/* an empty bucket costs one unit of budget */
+			if (*max == 0)
+				return false;
+			(*max)--;
+			continue;
+		}
+		for (skip = r->exp_skip; e && skip; skip--)
+			e = atomic_load_explicit(&e->hnext,
+						 memory_order_relaxed);
+		for (; e; e = next) {
+			next = atomic_load_explicit(&e->hnext,
+						    memory_order_relaxed);
 			if (*max == 0)
 				return false;
 			(*max)--;
 			why = region__expired(s, e, now);
 			if (why != REGION_LIVE) {
-				region__expire_locked(r, s, pp, why, grave);
+				region__expire_locked(r, s, e, why);
 				(*got)++;
 			} else {
-				pp = &e->hnext;
 				r->exp_skip++;
 			}
 		}
@@ -158,16 +167,15 @@ static size_t sweep_expired(struct region *r, size_t *left)
 
 	while (*left > 0 && visited <= r->nstripes) {
 		struct stripe *s = &r->stripes[r->exp_stripe];
-		struct entry *grave = NULL;
 		size_t max =
 			*left < REGION_SWEEP_BATCH ? *left : REGION_SWEEP_BATCH;
 		size_t used = max;
 		bool end;
 
 		region__stripe_wrlock(s);
-		end = scan_stripe_locked(r, s, &max, &got, &grave);
+		end = scan_stripe_locked(r, s, &max, &got);
+		s->examined += used - max;
 		region__stripe_wrunlock(s);
-		region__entries_free(grave);
 		*left -= used - max;
 		if (end) {
 			r->exp_stripe = (r->exp_stripe + 1) & (r->nstripes - 1);
@@ -179,13 +187,53 @@ static size_t sweep_expired(struct region *r, size_t *left)
 	return got;
 }
 
+/*
+ * Housekeeping every stripe needs whatever the limits: reclaims entries
+ * left stale by an invalidate-all, finishes table migrations (growth or
+ * shrinking), and frees what was retired long enough ago, each bounded by
+ * REGION_SWEEP_BATCH per lock hold. sweep_mu held.
+ */
+static size_t sweep_housekeeping(struct region *r, size_t *left)
+{
+	size_t got = 0, cost, ex0;
+	unsigned i;
+	bool more;
+
+	for (i = 0; i<r->nstripes && * left> 0; i++) {
+		struct stripe *s = &r->stripes[i];
+
+		do {
+			size_t max = *left < REGION_SWEEP_BATCH
+					     ? *left
+					     : REGION_SWEEP_BATCH;
+
+			region__stripe_wrlock(s);
+			ex0 = s->examined;
+			got += region__reclaim_stale_locked(r, s, max);
+			if (!s->stale_n)
+				region__migrate_step_locked(s);
+			if (s->retired)
+				region__epoch_try_advance();
+			more = s->stale_n ||
+			       atomic_load_explicit(&s->old,
+						    memory_order_relaxed);
+			/* what the housekeeping examined */
+			cost = s->examined - ex0;
+			region__stripe_wrunlock(s);
+			*left -= cost < *left ? cost : *left;
+		} while (more && cost && *left > 0);
+	}
+	return got;
+}
+
 size_t region_sweep(struct region *r, size_t budget)
 {
 	size_t left = budget, got;
 	bool expiring;
 
 	pthread_mutex_lock(&r->sweep_mu);
-	got = sweep_trim(r, &left);
+	got = sweep_housekeeping(r, &left);
+	got += sweep_trim(r, &left);
 	pthread_mutex_lock(&r->cfg_mu);
 	expiring = r->lim.ttl_ms || r->lim.tti_ms;
 	pthread_mutex_unlock(&r->cfg_mu);

@@ -5,24 +5,21 @@
  * counter slots (stats.c). This file holds the public entry points that
  * tie them together.
  *
- * The read path. A hit takes the stripe's shared lock, finds the entry,
- * checks expiry (reading the clock only if the region has a ttl or tti),
- * takes a reference on the immutable value (one atomic add), records the
- * access for the policy (evict.c), drops the lock and counts the hit in
- * this thread's counter slot. No allocation, no copy, no region-wide lock
- * and no exclusive lock: the hit-path cost is the rwlock's reader count,
- * the value's refcount and the slot counter. A miss (or an expired entry)
- * retakes the stripe exclusively, re-checks, and registers a flight.
+ * The read path. A hit takes no lock (stripe.c, epoch.c): inside an epoch
+ * section it finds the entry with acquire loads, checks that it is live
+ * (not unlinked, not from before an invalidate-all) and not expired
+ * (reading the clock only if the region has a ttl or tti), takes a value
+ * reference through the thread's cache of hot values, and records the
+ * access for the policy (S3-FIFO: a frequency byte; LRU: the thread's lane
+ * on the stripe); then it counts the hit in the thread's own counter slot.
+ * No allocation, no copy, and no store to a cache line that other readers
+ * of the stripe write. A miss (or a dead or expired entry) takes the
+ * stripe's mutex, re-checks, and registers a flight.
  *
- * Measured (bench_hit, 2-vCPU VM, best of 6 runs, 16 stripes): a hit
- * (get + unref) on 256 cache-resident keys costs 25 ns with S3-FIFO and
- * 36 ns with LRU (its access buffer), single-threaded; on 10,000 keys with
- * 1 KiB values (10 MB, two cache misses per hit: entry, value) 51 ns and
- * 57 ns. Two threads reach 37.5M hits/s there (1.9x one thread), where the
- * same table behind one mutex copying the value out (seed 000's design)
- * does 9.0M/s on one thread and drops to 5.0M/s on two. On tiny resident
- * values one uncontended mutex plus a 64-byte copy is a little cheaper
- * (22 ns) on one thread; with two threads the region wins (52M vs 41M/s).
+ * Measured (tests/bench/bench_engine against one mutex + hash table + exact
+ * LRU returning a pointer, same process, 2-vCPU VM shared with other
+ * builds, so figures move by 2x between runs): see the commit messages and
+ * the issue 8 report for the numbers of a run.
  *
  * Flights (single-flight loads and the stale-put guard). Every install goes
  * through a flight registered on a miss under the stripe's exclusive lock.
@@ -33,7 +30,9 @@
  * wakes the waiters with the value or the error (errors are never cached).
  * region_invalidate() (a write's E1 and E2, or an outside change) unlinks
  * the entry and poisons and detaches the key's flight, all under the
- * stripe lock. Poisoned: its install will be refused (stale_puts_rejected).
+ * stripe lock; a reader that found the entry before the unlink may still
+ * return it (its read overlapped the write), and one that starts after
+ * cannot find it (release/acquire on the chain). Poisoned: its install will be refused (stale_puts_rejected).
  * Detached: a region_get() that starts after the invalidation cannot join
  * it, so it registers a fresh flight whose load starts after the
  * invalidation. Waiters already on the poisoned flight still get its value
@@ -64,7 +63,8 @@
  * Locking: see region_int.h. The region itself has two mutexes: cfg_mu
  * (the configured limits, for region_limits_get/set) and sweep_mu
  * (expire.c). region_set_limits() takes each stripe's lock in turn to
- * update its quotas and never holds two.
+ * update its quotas and never holds two. Joined waiters sleep on their
+ * stripe's condition variable under its mutex.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -116,9 +116,9 @@ struct region_value *region_value_create(const void *data, size_t len)
 	if (!v)
 		return NULL;
 	atomic_init(&v->refs, 1);
-	v->adopted = false;
+	v->kind = VALUE_INLINE;
+	v->back = 0;
 	v->len = len;
-	v->data = v->inline_data;
 	v->mtime_ns = 0;
 	v->version = 0;
 	v->tag = 0;
@@ -131,16 +131,17 @@ struct region_value *region_value_create(const void *data, size_t len)
 
 struct region_value *region_value_adopt(void *buf, size_t len)
 {
-	struct region_value *v = malloc(sizeof(*v));
+	struct region_value *v = malloc(sizeof(*v) + sizeof(void *));
 
 	if (!v) {
 		free(buf);
 		return NULL;
 	}
 	atomic_init(&v->refs, 1);
-	v->adopted = buf != NULL;
+	v->kind = buf ? VALUE_ADOPTED : VALUE_INLINE;
+	v->back = 0;
 	v->len = buf ? len : 0;
-	v->data = buf ? buf : v->inline_data;
+	memcpy(v->inline_data, &buf, sizeof(buf));
 	v->mtime_ns = 0;
 	v->version = 0;
 	v->tag = 0;
@@ -151,7 +152,12 @@ struct region_value *region_value_adopt(void *buf, size_t len)
 
 const void *region_value_data(const struct region_value *v)
 {
-	return v->data;
+	void *p;
+
+	if (v->kind != VALUE_ADOPTED)
+		return v->inline_data;
+	memcpy(&p, v->inline_data, sizeof(p));
+	return p;
 }
 
 size_t region_value_len(const struct region_value *v)
@@ -191,9 +197,28 @@ struct region_value *region_value_ref(struct region_value *v)
 	return region__value_ref(v);
 }
 
+void region__values_account(int64_t delta)
+{
+	atomic_fetch_add_explicit(&live_value_bytes, (uint64_t)delta,
+				  memory_order_relaxed);
+}
+
+void region__value_free(struct region_value *v)
+{
+	atomic_fetch_sub_explicit(&live_value_bytes, sizeof(*v) + v->len,
+				  memory_order_relaxed);
+	if (v->kind == VALUE_EMBEDDED) {
+		free((char *)v - v->back); /* the entry's block */
+		return;
+	}
+	if (v->kind == VALUE_ADOPTED)
+		free((void *)region_value_data(v));
+	free(v);
+}
+
 void region_value_unref(struct region_value *v)
 {
-	if (!v)
+	if (!v || region__value_unref_cached(v))
 		return;
 	/*
 	 * acq_rel rather than release + an acquire fence: the same lock xadd
@@ -201,11 +226,7 @@ void region_value_unref(struct region_value *v)
 	 */
 	if (atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) != 1)
 		return;
-	atomic_fetch_sub_explicit(&live_value_bytes, sizeof(*v) + v->len,
-				  memory_order_relaxed);
-	if (v->adopted)
-		free((void *)v->data);
-	free(v);
+	region__value_free(v);
 }
 
 /* ---- limits ----------------------------------------------------------- */
@@ -255,8 +276,8 @@ static uint64_t min_u64(uint64_t a, uint64_t b)
 	return a < b ? a : b;
 }
 
-/* The stripe count the limits allow (see the design note). */
-static unsigned effective_stripes(const struct region_limits *lim)
+/* The most stripes the limits allow (see the design note). */
+static unsigned max_stripes(const struct region_limits *lim)
 {
 	uint64_t n = lim->nstripes, per = 1;
 
@@ -271,6 +292,23 @@ static unsigned effective_stripes(const struct region_limits *lim)
 		n = min_u64(n, pow2floor(lim->max_bytes / per));
 	}
 	return (unsigned)n;
+}
+
+/*
+ * The stripe count a region is created with: at most max_stripes(), and
+ * few enough that each stripe holds REGION_STRIPE_MIN_ENTRIES entries of
+ * max_entries, so the policy works on a useful sample (striping a small
+ * region into stripes of a few dozen entries costs misses: issue 8
+ * measured up to 4.7 % more below ~140 entries per stripe).
+ */
+static unsigned effective_stripes(const struct region_limits *lim)
+{
+	uint64_t n = max_stripes(lim);
+
+	if (lim->max_entries)
+		n = min_u64(n, pow2floor(lim->max_entries /
+					 REGION_STRIPE_MIN_ENTRIES));
+	return (unsigned)(n ? n : 1);
 }
 
 void region__quota_of(const struct region_limits *lim, unsigned n, unsigned i,
@@ -294,8 +332,8 @@ static void stripe_apply_limits_locked(struct region *r, unsigned i,
 	region__quota_of(lim, r->nstripes, i, &s->quota_entries,
 			 &s->quota_bytes);
 	s->max_value_size = lim->max_value_size;
-	s->ttl_ms = lim->ttl_ms;
-	s->tti_ms = lim->tti_ms;
+	atomic_store_explicit(&s->ttl_ms, lim->ttl_ms, memory_order_relaxed);
+	atomic_store_explicit(&s->tti_ms, lim->tti_ms, memory_order_relaxed);
 }
 
 /* ---- lifecycle -------------------------------------------------------- */
@@ -412,7 +450,7 @@ int region_set_limits(struct region *r, const struct region_limits *lim)
 		return -EINVAL;
 	pthread_mutex_lock(&r->cfg_mu);
 	if (lim->nstripes != r->lim.nstripes ||
-	    effective_stripes(lim) != r->nstripes) {
+	    max_stripes(lim) < r->nstripes) {
 		pthread_mutex_unlock(&r->cfg_mu);
 		return -EINVAL;
 	}
@@ -430,6 +468,15 @@ int region_set_limits(struct region *r, const struct region_limits *lim)
 
 /* ---- flights ---------------------------------------------------------- */
 
+/*
+ * load_ns is sampled: one flight in LOAD_SAMPLE per thread is timed with
+ * CLOCK_MONOTONIC (68-118 ns a read on our VM, too dear for every miss;
+ * the coarse clock's 4 ms tick cannot time a load of microseconds) and
+ * counts LOAD_SAMPLE times. Each thread's first flight is timed.
+ */
+#define LOAD_SAMPLE 8
+static __thread unsigned load_tick;
+
 static uint64_t mono_ns(void)
 {
 	struct timespec ts;
@@ -438,17 +485,62 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * One spare flight per thread (sized for the longest key): a thread has
+ * at most one load in the air in the common case, so most misses neither
+ * malloc nor free a flight. Freed at thread exit by a key destructor.
+ */
+static __thread struct region_flight *spare_flight;
+static pthread_key_t spare_key;
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+
+static void spare_free(void *arg)
+{
+	free(arg);
+	spare_flight = NULL;
+}
+
+static void spare_key_init(void)
+{
+	pthread_key_create(&spare_key, spare_free);
+}
+
+static void flight_free(struct region_flight *fl)
+{
+	if (!spare_flight) {
+		pthread_once(&spare_once, spare_key_init);
+		spare_flight = fl;
+		pthread_setspecific(spare_key, fl);
+		return;
+	}
+	free(fl);
+}
+
 static struct region_flight *flight_create(uint64_t hash, const void *key,
 					   size_t klen)
 {
-	struct region_flight *fl = calloc(1, sizeof(*fl) + klen);
+	struct region_flight *fl = spare_flight;
 
-	if (!fl)
-		return NULL;
+	if (fl) {
+		spare_flight = NULL;
+		pthread_setspecific(spare_key, NULL);
+	} else {
+		fl = malloc(sizeof(*fl) + REGION_MAX_KEY);
+		if (!fl)
+			return NULL;
+	}
+	fl->next = NULL;
+	fl->r = NULL;
 	fl->hash = hash;
+	fl->start_ns = 0;
+	fl->gen = 0;
+	fl->attached = false;
+	fl->poisoned = false;
+	fl->done = false;
 	atomic_init(&fl->refs, 1);
-	pthread_mutex_init(&fl->mu, NULL);
-	pthread_cond_init(&fl->cv, NULL);
+	fl->waiters = 0;
+	fl->rc = 0;
+	fl->val = NULL;
 	fl->klen = (uint8_t)klen;
 	memcpy(fl->key, key, klen);
 	return fl;
@@ -460,12 +552,24 @@ static void flight_unref(struct region_flight *fl)
 	    atomic_fetch_sub_explicit(&fl->refs, 1, memory_order_acq_rel) != 1)
 		return;
 	region_value_unref(fl->val);
-	pthread_mutex_destroy(&fl->mu);
-	pthread_cond_destroy(&fl->cv);
-	free(fl);
+	flight_free(fl);
 }
 
-/* The attached flight for key, or NULL. Write lock held. */
+static void detach_at_locked(struct stripe *s, struct region_flight **pp);
+
+/* Is fl from before the stripe's last invalidate-all? */
+static bool flight_stale_locked(const struct stripe *s,
+				const struct region_flight *fl)
+{
+	return fl->gen != atomic_load_explicit(&s->gen, memory_order_relaxed) &&
+	       stale_guard_on();
+}
+
+/*
+ * The attached flight for key, or NULL. Flights from before an
+ * invalidate-all are detached on the way (they are poisoned by their
+ * generation). Lock held.
+ */
 static struct region_flight **find_flight_locked(struct stripe *s,
 						 uint64_t hash, const void *key,
 						 size_t klen)
@@ -473,10 +577,15 @@ static struct region_flight **find_flight_locked(struct stripe *s,
 	struct region_flight **pp = &s->flights;
 
 	region__assert_wrlocked(s);
-	for (; *pp; pp = &(*pp)->next) {
+	while (*pp) {
+		if (flight_stale_locked(s, *pp)) {
+			detach_at_locked(s, pp);
+			continue;
+		}
 		if ((*pp)->hash == hash && (*pp)->klen == klen &&
 		    memcmp((*pp)->key, key, klen) == 0)
 			return pp;
+		pp = &(*pp)->next;
 	}
 	return NULL;
 }
@@ -484,13 +593,14 @@ static struct region_flight **find_flight_locked(struct stripe *s,
 static void attach_locked(struct stripe *s, struct region_flight *fl)
 {
 	region__assert_wrlocked(s);
+	fl->gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
 	fl->next = s->flights;
 	s->flights = fl;
 	fl->attached = true;
 	s->nflights++;
 }
 
-/* Removes the flight at *pp from the stripe's list. Write lock held. */
+/* Removes the flight at *pp from the stripe's list. Lock held. */
 static void detach_at_locked(struct stripe *s, struct region_flight **pp)
 {
 	struct region_flight *fl = *pp;
@@ -512,32 +622,38 @@ static void detach_locked(struct stripe *s, struct region_flight *fl)
 	detach_at_locked(s, pp);
 }
 
-/* Waits for a joined flight's result; drops the waiter's reference. */
-static int flight_wait(struct region_flight *fl, struct region_value **out)
+/*
+ * Waits for a joined flight's result on the stripe's condition variable;
+ * drops the waiter's reference. (The raw mutex: nothing *_locked runs.)
+ */
+static int flight_wait(struct stripe *s, struct region_flight *fl,
+		       struct region_value **out)
 {
 	int rc;
 
-	pthread_mutex_lock(&fl->mu);
+	pthread_mutex_lock(&s->lock);
 	while (!fl->done)
-		pthread_cond_wait(&fl->cv, &fl->mu);
+		pthread_cond_wait(&s->flight_cv, &s->lock);
 	rc = fl->rc;
 	if (rc == 0)
 		*out = region__value_ref(fl->val);
-	pthread_mutex_unlock(&fl->mu);
+	fl->waiters--;
+	pthread_mutex_unlock(&s->lock);
 	flight_unref(fl);
 	return rc == 0 ? REGION_HIT : rc;
 }
 
-/* Hands the result to the waiters (takes its own reference on v). */
-static void flight_publish(struct region_flight *fl, int rc,
-			   struct region_value *v)
+/* Hands the result to the waiters: v's reference, if any, is theirs. Lock
+ * held. */
+static void flight_publish_locked(struct stripe *s, struct region_flight *fl,
+				  int rc, struct region_value *v)
 {
-	pthread_mutex_lock(&fl->mu);
+	region__assert_wrlocked(s);
 	fl->rc = rc;
-	fl->val = v ? region__value_ref(v) : NULL;
+	fl->val = v;
 	fl->done = true;
-	pthread_cond_broadcast(&fl->cv);
-	pthread_mutex_unlock(&fl->mu);
+	if (fl->waiters)
+		pthread_cond_broadcast(&s->flight_cv);
 }
 
 /* ---- the read path ---------------------------------------------------- */
@@ -554,23 +670,22 @@ static int check_key(const void *key, size_t klen)
 #define MISS_JOINED 2 /* miss_locked(): joined another caller's flight */
 
 /*
- * The write-locked part of a miss: re-check (a hit, or an expired entry to
- * drop), then join the key's flight or attach fl_new. Returns REGION_HIT
- * with *out, REGION_LOAD after attaching fl_new, or MISS_JOINED after
- * taking a reference on the flight in *join.
+ * The locked part of a miss: re-check (a hit, or an expired or stale entry
+ * to drop), then join the key's flight or attach fl_new. Returns
+ * REGION_HIT with *out, REGION_LOAD after attaching fl_new, or MISS_JOINED
+ * after taking a reference on the flight in *join.
  */
 static int miss_locked(struct region *r, struct stripe *s, uint64_t h,
 		       const void *key, size_t klen,
 		       struct region_flight *fl_new, struct region_value **out,
-		       struct region_flight **join, struct entry **grave)
+		       struct region_flight **join)
 {
-	struct entry **pp = &s->buckets[h & s->mask], *e;
+	struct entry *e = region__stripe_find(s, h, key, klen);
 	struct region_flight **fp;
 
-	for (; (e = *pp); pp = &e->hnext) {
-		if (e->hash == h && e->klen == klen &&
-		    region__key_eq(e->key, key, klen))
-			break;
+	if (e && !region__entry_live(s, e)) {
+		region__unlink_locked(s, e, NULL); /* invalidated by gen */
+		e = NULL;
 	}
 	if (e) {
 		uint64_t now = region__expiring(s) ? region_now_ms() : 0;
@@ -582,13 +697,14 @@ static int miss_locked(struct region *r, struct stripe *s, uint64_t h,
 			s->ops->touch_locked(s, e);
 			return REGION_HIT;
 		}
-		region__expire_locked(r, s, pp, why, grave);
+		region__expire_locked(r, s, e, why);
 	}
 	fp = find_flight_locked(s, h, key, klen);
 	if (fp) {
 		*join = *fp;
 		atomic_fetch_add_explicit(&(*fp)->refs, 1,
 					  memory_order_relaxed);
+		(*fp)->waiters++;
 		/* counted before sleeping, so tests can wait for it */
 		region__count(r, ST_COALESCED, 1);
 		return MISS_JOINED;
@@ -602,7 +718,6 @@ static int get_slow(struct region *r, struct stripe *s, uint64_t h,
 		    struct region_flight **flight)
 {
 	struct region_flight *fl_new, *join = NULL;
-	struct entry *grave = NULL;
 	int rc;
 
 	/* allocated before the lock: most misses do register a flight */
@@ -612,32 +727,64 @@ static int get_slow(struct region *r, struct stripe *s, uint64_t h,
 		return -ENOMEM;
 	}
 	region__stripe_wrlock(s);
-	rc = miss_locked(r, s, h, key, klen, fl_new, out, &join, &grave);
+	rc = miss_locked(r, s, h, key, klen, fl_new, out, &join);
 	region__stripe_wrunlock(s);
-	region__entries_free(grave);
 	if (rc == REGION_HIT) {
-		flight_unref(fl_new);
+		flight_free(fl_new); /* never attached: ours alone */
 		region__count(r, ST_HITS, 1);
 		return REGION_HIT;
 	}
 	region__count(r, ST_MISSES, 1);
 	if (rc == REGION_LOAD) {
-		fl_new->r = region_ref(r);
-		fl_new->start_ns = mono_ns();
+		fl_new->r = r; /* the caller keeps r alive until done */
+		if (load_tick++ % LOAD_SAMPLE == 0)
+			fl_new->start_ns = mono_ns();
 		*flight = fl_new;
 		return REGION_LOAD;
 	}
-	flight_unref(fl_new);
-	return flight_wait(join, out);
+	flight_free(fl_new); /* never attached: ours alone */
+	return flight_wait(s, join, out);
+}
+
+/*
+ * The hit path: no lock, no write to a line other readers write (see
+ * stripe.c and epoch.c). Returns the value with a reference, or NULL.
+ */
+static struct region_value *get_fast(struct region *r, struct stripe *s,
+				     uint64_t h, const void *key, size_t klen)
+{
+	const struct region_evict_ops *ops = s->ops;
+	struct region_value *v = NULL;
+	struct entry *e;
+	uint64_t now;
+
+	region__epoch_enter();
+	e = region__stripe_find(s, h, key, klen);
+	if (e && !region__entry_live(s, e))
+		e = NULL;
+	if (e && region__expiring(s)) {
+		now = region_now_ms();
+		if (region__expired(s, e, now))
+			e = NULL;
+		else
+			region__touch_time(s, e, now);
+	}
+	if (region__likely(e != NULL)) {
+		v = region__value_ref_hit(e->val);
+		if (ops->access)
+			ops->access(s, e);
+	}
+	region__epoch_exit();
+	if (v && !ops->access)
+		region__stripe_record_hit(r, s, h);
+	return v;
 }
 
 int region_get(struct region *r, const void *key, size_t klen,
 	       struct region_value **out, struct region_flight **flight)
 {
 	struct stripe *s;
-	struct entry *e;
-	uint64_t h, now;
-	bool drain;
+	uint64_t h;
 	int rc;
 
 	*out = NULL;
@@ -649,29 +796,14 @@ int region_get(struct region *r, const void *key, size_t klen,
 	}
 	h = region__hash(key, klen);
 	s = region__stripe_of(r, h);
-	pthread_rwlock_rdlock(&s->lock);
-	e = region__stripe_find(s, h, key, klen);
-	if (e && region__expiring(s)) {
-		now = region_now_ms();
-		if (region__expired(s, e, now))
-			e = NULL;
-		else
-			region__touch_time(s, e, now);
-	}
-	if (region__unlikely(!e)) {
-		pthread_rwlock_unlock(&s->lock);
+	*out = get_fast(r, s, h, key, klen);
+	if (region__unlikely(!*out))
 		return get_slow(r, s, h, key, klen, out, flight);
-	}
-	*out = region__value_ref(e->val);
-	drain = s->ops->access(s, e);
-	pthread_rwlock_unlock(&s->lock);
-	if (region__unlikely(drain))
-		region__stripe_try_drain(s);
 	region__count(r, ST_HITS, 1);
 	return REGION_HIT;
 }
 
-/* Does v fit the stripe? Write lock held. */
+/* Does v fit the stripe? Lock held. */
 static bool cacheable_locked(const struct stripe *s, const struct entry *e)
 {
 	if (s->max_value_size && e->val->len > s->max_value_size)
@@ -679,17 +811,12 @@ static bool cacheable_locked(const struct stripe *s, const struct entry *e)
 	return e->charge <= s->quota_bytes;
 }
 
-/*
- * Installs e (holding the value) for fl's key unless poisoned or too big.
- * Returns true if e was consumed. Write lock held.
- */
-static bool install_locked(struct region *r, struct stripe *s,
-			   struct region_flight *fl, struct entry *e,
-			   struct entry **grave)
+/* May e be installed for fl's key (not poisoned, not too big)? Counts the
+ * refusals. Lock held. */
+static bool installable_locked(struct region *r, struct stripe *s,
+			       struct region_flight *fl, struct entry *e)
 {
-	struct entry *old;
-
-	if (fl->poisoned) {
+	if (fl->poisoned || flight_stale_locked(s, fl)) {
 		region__count(r, ST_STALE_PUTS, 1);
 		return false;
 	}
@@ -697,14 +824,25 @@ static bool install_locked(struct region *r, struct stripe *s,
 		region__count(r, ST_UNCACHEABLE, 1);
 		return false;
 	}
+	return true;
+}
+
+/* Links e (its value reference taken) for fl's key. Lock held. */
+static void install_locked(struct region *r, struct stripe *s,
+			   struct region_flight *fl, struct entry *e)
+{
+	struct entry *old;
+
 	/* cannot exist while the flight was attached; replace if it does */
 	old = region__stripe_find(s, fl->hash, fl->key, fl->klen);
 	if (old)
-		region__unlink_locked(s, old, grave);
-	region__make_room_locked(r, s, true, e->charge, SIZE_MAX, grave);
+		region__unlink_locked(s, old, NULL);
+	/* bounded: excess left by a lowered limit goes in later holds (half
+	 * the hold's budget: the link may migrate table buckets too) */
+	region__make_room_locked(r, s, true, e->charge, REGION_SWEEP_BATCH / 2,
+				 NULL);
 	region__link_locked(s, e, region_now_ms());
 	region__count(r, ST_INSTALLS, 1);
-	return true;
 }
 
 static void count_load(struct region *r, struct region_flight *fl, int rc)
@@ -715,14 +853,17 @@ static void count_load(struct region *r, struct region_flight *fl, int rc)
 		region__count(r, ST_LOAD_NOT_FOUND, 1);
 	else
 		region__count(r, ST_LOAD_FAILURES, 1);
-	region__count(r, ST_LOAD_NS, mono_ns() - fl->start_ns);
+	if (fl->start_ns)
+		region__count(r, ST_LOAD_NS,
+			      (mono_ns() - fl->start_ns) * LOAD_SAMPLE);
 }
 
 int region_flight_done(struct region *r, struct region_flight *fl, int rc,
 		       struct region_value *v, struct region_value **out)
 {
 	struct stripe *s = region__stripe_of(r, fl->hash);
-	struct entry *e = NULL, *grave = NULL;
+	struct entry *e = NULL;
+	unsigned waiters, refs;
 
 	*out = NULL;
 	assert(fl->r == r);
@@ -732,25 +873,35 @@ int region_flight_done(struct region *r, struct region_flight *fl, int rc,
 		region_value_unref(v);
 		v = NULL;
 	} else {
-		/* the entry's own reference; NULL just skips the install */
-		e = region__entry_create(fl->hash, fl->key, fl->klen,
-					 region__value_ref(v));
-		if (!e)
-			region_value_unref(v);
+		/* a copy in the entry, or no reference yet: taken below,
+		 * with the waiters', in one atomic add; NULL just skips the
+		 * install */
+		e = region__entry_create(fl->hash, fl->key, fl->klen, v);
 	}
+	count_load(r, fl, rc);
 	region__stripe_wrlock(s);
 	if (fl->attached)
 		detach_locked(s, fl);
-	if (e && install_locked(r, s, fl, e, &grave))
+	waiters = fl->waiters; /* detached: nobody can join any more */
+	if (e && !installable_locked(r, s, fl, e)) {
+		if (e->val != v) /* a copy, never published */
+			region__values_account(
+				-(int64_t)(sizeof(*v) + e->val->len));
+		free(e); /* never linked, holds no reference */
 		e = NULL;
+	}
+	refs = (e && e->val == v) + (v && waiters);
+	if (refs)
+		atomic_fetch_add_explicit(&v->refs, refs, memory_order_relaxed);
+	if (e)
+		install_locked(r, s, fl, e);
+	flight_publish_locked(s, fl, rc, waiters ? v : NULL);
 	region__stripe_wrunlock(s);
-	region__entries_free(grave);
-	region__entries_free(e);
-	count_load(r, fl, rc);
-	flight_publish(fl, rc, v);
 	*out = v;
-	region_unref(fl->r);
-	flight_unref(fl);
+	if (waiters)
+		flight_unref(fl);
+	else
+		flight_free(fl); /* detached, no waiter: ours alone */
 	return rc;
 }
 
@@ -773,17 +924,28 @@ bool region_contains(struct region *r, const void *key, size_t klen)
 	struct stripe *s;
 	struct entry *e;
 	uint64_t h;
+	bool found;
 
 	if (check_key(key, klen))
 		return false;
 	h = region__hash(key, klen);
 	s = region__stripe_of(r, h);
-	pthread_rwlock_rdlock(&s->lock);
+	region__epoch_enter();
 	e = region__stripe_find(s, h, key, klen);
-	if (e && region__expiring(s) && region__expired(s, e, region_now_ms()))
-		e = NULL;
-	pthread_rwlock_unlock(&s->lock);
-	return e != NULL;
+	found = e && region__entry_live(s, e) &&
+		!(region__expiring(s) &&
+		  region__expired(s, e, region_now_ms()));
+	region__epoch_exit();
+	if (found || !atomic_load_explicit(&s->old, memory_order_acquire))
+		return found;
+	/* a migration may have hidden it from the lock-free look */
+	region__stripe_wrlock(s);
+	e = region__stripe_find(s, h, key, klen);
+	found = e && region__entry_live(s, e) &&
+		!(region__expiring(s) &&
+		  region__expired(s, e, region_now_ms()));
+	region__stripe_wrunlock(s);
+	return found;
 }
 
 /* ---- the write path --------------------------------------------------- */
@@ -795,7 +957,7 @@ static void count_invalidation(struct region *r, enum region_origin origin)
 	region__count(r, outside ? ST_INV_OUTSIDE : ST_INV_LOCAL, 1);
 }
 
-/* Poisons and detaches the flight at *fp. Write lock held. */
+/* Poisons and detaches the flight at *fp. Lock held. */
 static void poison_at_locked(struct stripe *s, struct region_flight **fp)
 {
 	(*fp)->poisoned = true;
@@ -806,8 +968,8 @@ void region_invalidate(struct region *r, const void *key, size_t klen,
 		       enum region_origin origin)
 {
 	struct region_flight **fp;
-	struct entry *grave = NULL, *e;
 	struct stripe *s;
+	struct entry *e;
 	uint64_t h;
 
 	if (check_key(key, klen))
@@ -817,30 +979,35 @@ void region_invalidate(struct region *r, const void *key, size_t klen,
 	region__stripe_wrlock(s);
 	e = region__stripe_find(s, h, key, klen);
 	if (e)
-		region__unlink_locked(s, e, &grave);
+		region__unlink_locked(s, e, NULL);
 	fp = find_flight_locked(s, h, key, klen);
 	if (fp && stale_guard_on())
 		poison_at_locked(s, fp);
 	region__stripe_wrunlock(s);
-	region__entries_free(grave);
 	count_invalidation(r, origin);
 }
 
+/*
+ * O(1) entries per stripe: bumps each stripe's generation. Entries of an
+ * older generation are invisible at once and reclaimed lazily (installs,
+ * the sweep, at most REGION_SWEEP_BATCH per lock hold); the flights in the
+ * air are poisoned and detached, so no region_get() that starts after
+ * this call joins one (their generation alone would refuse the install).
+ */
 void region_invalidate_all(struct region *r, enum region_origin origin)
 {
-	struct entry *grave;
 	unsigned i;
 
 	for (i = 0; i < r->nstripes; i++) {
 		struct stripe *s = &r->stripes[i];
 
-		grave = NULL;
 		region__stripe_wrlock(s);
-		region__stripe_clear_locked(s, &grave);
+		region__stripe_invalidate_all_locked(s);
+		/* few (one per loading thread at most): poisoned by their
+		 * generation, detached now so that nobody joins them */
 		while (s->flights && stale_guard_on())
 			poison_at_locked(s, &s->flights);
 		region__stripe_wrunlock(s);
-		region__entries_free(grave);
 	}
 	count_invalidation(r, origin);
 }

@@ -27,6 +27,8 @@
 #define REGION_MAX_KEY	   255 /* bytes in a key */
 #define REGION_MAX_NAME	   64  /* bytes in a region name, without NUL */
 #define REGION_MAX_STRIPES 4096
+/* A region is created with at most max_entries / this many stripes. */
+#define REGION_STRIPE_MIN_ENTRIES 512
 
 struct region;	      /* opaque */
 struct region_value;  /* opaque; immutable, reference counted */
@@ -138,7 +140,16 @@ struct region_limits {
 	X(REGION_SRC_STRIPE, NONE, flights, REGION_UNIT_COUNT, "flights",      \
 	  "regionfs_flights", NULL, "Loads from the store in the air.")        \
 	X(REGION_SRC_REGION, NONE, nstripes, REGION_UNIT_COUNT, "stripes", "", \
-	  NULL, "Lock stripes the region uses.")
+	  NULL, "Lock stripes the region uses.")                               \
+	X(REGION_SRC_REGION, NONE, stripe_max_entries, REGION_UNIT_COUNT,      \
+	  "stripe_max_entries", "", NULL,                                      \
+	  "A stripe's share of max_entries, 0 without a limit.")               \
+	X(REGION_SRC_SLOT, ST_UNRECORDED, hits_unrecorded, REGION_UNIT_COUNT,  \
+	  "hits_unrecorded", "regionfs_hits_unrecorded_total", NULL,           \
+	  "Hits the eviction policy never saw (buffer full, stripe busy).")    \
+	X(REGION_SRC_REGION, NONE, max_examined_per_hold, REGION_UNIT_COUNT,   \
+	  "max_examined_per_hold", "regionfs_max_examined_per_hold", NULL,     \
+	  "Most entries and buckets examined under one stripe lock hold.")
 
 enum region_stat_src {
 	REGION_SRC_SLOT,
@@ -230,9 +241,11 @@ const char *region_name(const struct region *r);
 void region_limits_get(struct region *r, struct region_limits *out);
 /*
  * Applies new limits live. Shrinking does not evict here: the excess is
- * evicted incrementally by region_sweep() and by later installs, so readers
- * are never blocked for more than one stripe's batch. A change of nstripes
- * or strategy cannot be applied live: -EINVAL (recreate the region).
+ * evicted incrementally by region_sweep() and by later installs, at most
+ * a batch per lock hold (readers are never blocked at all). A change of
+ * nstripes or strategy, or limits that would leave a stripe of the
+ * region without room for one entry, cannot be applied live: -EINVAL
+ * (recreate the region).
  */
 int region_set_limits(struct region *r, const struct region_limits *lim);
 
@@ -245,11 +258,15 @@ enum {
 
 /*
  * Looks key up.
- * - Hit: returns REGION_HIT with a reference in *out. Takes no lock shared
- *   by the region, allocates nothing, copies nothing.
+ * - Hit: returns REGION_HIT with a reference in *out. Takes no lock,
+ *   allocates nothing, copies nothing. (A thread keeps references to up to
+ *   16 recently hit values of at most 4 KiB in a private cache, so that a
+ *   hot value's count is not written on every hit: such a value may be
+ *   freed only when that thread next hits or exits.)
  * - Miss, no load in the air: registers a flight and returns REGION_LOAD
  *   with *flight set; the caller must load the value without holding locks
- *   and call region_flight_done() exactly once.
+ *   and call region_flight_done() exactly once, holding its reference to
+ *   the region until then (a flight does not keep the region alive).
  * - Miss while another caller's load of the same key is in the air: sleeps
  *   until it completes and returns its result: REGION_HIT with *out, or
  *   its negative errno (errors are not cached).
@@ -289,7 +306,8 @@ bool region_contains(struct region *r, const void *key, size_t klen);
  */
 void region_invalidate(struct region *r, const void *key, size_t klen,
 		       enum region_origin origin);
-/* Invalidates every key and poisons every flight (a bulk outside change). */
+/* Invalidates every key and poisons every flight (a bulk outside change).
+ * O(stripes): entries are reclaimed lazily, in bounded batches. */
 void region_invalidate_all(struct region *r, enum region_origin origin);
 
 /* ---- maintenance ----------------------------------------------------- */

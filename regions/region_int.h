@@ -3,25 +3,37 @@
  *
  * Object map:
  *
- *   struct region ──▶ stripes[nstripes] ──▶ buckets[] ──▶ struct entry ──▶
- *        │                   │                              struct region_value
+ *   struct region ──▶ stripes[nstripes] ──▶ table (+ old table while
+ *        │                   │   migrating) ──▶ struct entry ──▶ struct region_value
  *        │                   ├──▶ eviction state (LRU list, or S3-FIFO small/
- *        │                   │    main queues + ghost), access buffer
+ *        │                   │    main queues + ghost), per-thread hit lanes,
+ *        │                   │    retired entries and tables
  *        │                   └──▶ attached flights ──▶ struct region_flight
  *        └──▶ stat slots[REGION_STAT_SLOTS] (per-thread relaxed counters)
  *
  * Locking (see also the lock maps in region.c and stripe.c):
- * - Each stripe's rwlock guards every field marked "L: stripe": its table,
- *   its eviction state, its flights list, its gauges and quotas. Hits hold
- *   it shared; everything that changes the stripe holds it exclusive, and
- *   every exclusive acquisition first drains the access buffer
+ * - Readers take no lock. A hit runs inside an epoch section (epoch.c):
+ *   it loads the stripe's table and walks a hash chain with acquire loads,
+ *   and everything it can reach stays allocated until every section that
+ *   could have reached it has ended (epoch-based reclamation).
+ * - Each stripe's mutex guards every field marked "L: stripe": its tables,
+ *   its eviction state, its flights list, its gauges and quotas. Writers
+ *   (misses, installs, invalidations, the sweep) hold it; every
+ *   acquisition first replays the calling thread's own buffered hits
  *   (region__stripe_wrlock()).
  * - region.cfg_mu guards the region's copy of its limits ("M: cfg").
  * - region.sweep_mu guards the sweep cursors ("M: sweep").
- * - flight.mu guards a flight's result ("M: flight").
- * Order: sweep_mu -> cfg_mu -> one stripe lock -> flight.mu. No path holds
- * two stripe locks. Counters are relaxed atomics; entry.access_ms and
- * entry.freq are relaxed atomics written by readers under the shared lock.
+ * Order: sweep_mu -> cfg_mu -> one stripe lock. No path holds two stripe
+ * locks. Counters are relaxed atomics; entry.access_ms and the policy
+ * byte entry.freq are relaxed atomics that readers may write.
+ *
+ * The policy seam (struct region_evict_ops, evict.c and policy files):
+ * a policy owns, per entry, the fields marked "P:" (qnode, freq, queue:
+ * 16 + 2 bytes) and, per stripe, the fields under "policy state". It is
+ * called under the stripe lock on insert, on a hit (touch_locked: replayed
+ * from the per-thread hit buffers, or directly on a hit found under the
+ * lock), on remove and to pick victims (evict_locked); optionally on the
+ * lock-free hit itself (access, which may only store to e->freq).
  */
 #ifndef RFS_REGION_INT_H
 #define RFS_REGION_INT_H
@@ -38,7 +50,7 @@
 #include "region.h"
 
 #define REGION_UNLIMITED   UINT64_MAX /* a stripe quota without a limit */
-#define REGION_ABUF_SLOTS  64	      /* LRU access buffer per stripe */
+#define REGION_LANE_RECS   7	      /* buffered hits per thread lane */
 #define REGION_STAT_SLOTS  32	      /* per-thread counter slots per region */
 #define REGION_SWEEP_BATCH 1024	      /* entries examined per lock hold */
 #define REGION_CACHELINE   64
@@ -97,44 +109,67 @@ static inline struct rlist *rlist_tail(const struct rlist *head)
 
 /* ---- values ---------------------------------------------------------- */
 
-struct region_value {
-	atomic_uint_fast32_t refs; /* references; freed at zero */
-	bool adopted;		   /* data is a separate malloc block */
-	size_t len;		   /* immutable */
-	const unsigned char *data; /* immutable; inline[] or adopted */
-	int64_t mtime_ns;	   /* set before publication, then immutable */
-	uint64_t version;	   /* set before publication, then immutable */
-	uint64_t tag;		   /* set before publication, then immutable */
-	unsigned char inline_data[];
+enum value_kind {
+	VALUE_INLINE = 0, /* data in inline_data[] */
+	VALUE_ADOPTED,	  /* inline_data[] holds a pointer to malloc'd data */
+	VALUE_EMBEDDED,	  /* inline_data[], in its entry's allocation */
 };
+
+/*
+ * 40 bytes of header. An installed value of at most REGION_EMBED_MAX
+ * bytes is copied into its entry's allocation (one malloc per entry: key,
+ * headers and value together); the block is freed with the last reference
+ * to the value, which may outlive the entry.
+ */
+struct region_value {
+	atomic_uint refs; /* references; freed at zero */
+	uint8_t kind;	  /* enum value_kind; immutable */
+	uint16_t back;	  /* EMBEDDED: offset of the value in its block */
+	size_t len;	  /* immutable */
+	int64_t mtime_ns; /* set before publication, then immutable */
+	uint64_t version; /* set before publication, then immutable */
+	uint64_t tag;	  /* set before publication, then immutable */
+	alignas(8) unsigned char inline_data[];
+};
+
+#define REGION_EMBED_MAX 4096 /* bytes copied into the entry at install */
 
 /* ---- entries --------------------------------------------------------- */
 
 enum entry_queue {
-	ENTRY_Q_NONE = 0, /* LRU: the single list */
-	ENTRY_Q_SMALL,	  /* S3-FIFO small (probation) queue */
-	ENTRY_Q_MAIN,	  /* S3-FIFO main queue */
-	ENTRY_Q_WINDOW,	  /* TinyLFU admission window (tinylfu.c) */
+	ENTRY_Q_NONE = 0,  /* LRU: the single list */
+	ENTRY_Q_SMALL,	   /* S3-FIFO small (probation) queue */
+	ENTRY_Q_MAIN,	   /* S3-FIFO main queue */
+	ENTRY_Q_WINDOW,	   /* TinyLFU admission window (tinylfu.c) */
 	ENTRY_Q_PROBATION, /* TinyLFU main, probation segment */
 	ENTRY_Q_PROTECTED, /* TinyLFU main, protected segment */
 };
 
 /*
  * One cached key. Linked in exactly one stripe's table and eviction state
- * while cached; freed (after the stripe lock is dropped) once unlinked.
- * Readers never keep an entry pointer past their shared lock: what they
- * keep is a reference to the value.
+ * while cached. Unlinked entries are retired: marked dead, kept allocated
+ * (and still walkable by readers already on the chain) until the epoch
+ * grace period has passed, then freed. Readers never keep an entry
+ * pointer past their epoch section: what they keep is a value reference.
  */
 struct entry {
-	struct entry *hnext;	  /* L: stripe; hash chain, or graveyard */
-	uint64_t hash;		  /* immutable */
-	struct region_value *val; /* immutable; owns one reference */
-	struct rlist qnode;	  /* L: stripe; LRU list or S3-FIFO queue */
-	uint64_t charge;	  /* immutable; key + value bytes */
-	uint64_t install_ms;	  /* immutable; start of the ttl */
+	_Atomic(struct entry *) hnext; /* L: stripe; readers load acquire */
+	uint64_t hash;		       /* immutable */
+	struct region_value *val;      /* immutable; owns one reference */
+	union {
+		struct rlist qnode; /* P: while linked; policy list */
+		struct {
+			struct entry *next; /* L: stripe; retire list */
+			uint64_t epoch;	    /* L: stripe; retired at */
+		} retire;		    /* once unlinked */
+	};
+	uint64_t charge;		/* immutable; key + value bytes */
+	uint64_t install_ms;		/* immutable; start of the ttl */
 	atomic_uint_fast64_t access_ms; /* relaxed; last access, for tti */
-	atomic_uchar freq;		/* relaxed; S3-FIFO access count 0..3 */
-	uint8_t queue;			/* L: stripe; enum entry_queue */
+	uint32_t gen;			/* immutable; stripe generation */
+	atomic_uchar freq;		/* P: relaxed; readers may store */
+	uint8_t queue;			/* P: L: stripe */
+	atomic_uchar dead;		/* release; set when unlinked */
 	uint8_t klen;			/* immutable; 1..REGION_MAX_KEY */
 	unsigned char key[];		/* immutable */
 };
@@ -144,22 +179,24 @@ struct entry {
 /*
  * One load in the air. Refcounted: the loader holds one reference until
  * region_flight_done(), each waiter one until it has read the result.
+ * Waiters sleep on the stripe's condition variable under its mutex, so a
+ * flight needs no lock of its own (a miss allocates nothing but it).
  */
 struct region_flight {
 	struct region_flight *next; /* L: stripe; while attached */
-	struct region *r;	    /* holds a region reference until done */
+	struct region *r;	    /* the caller's; no reference of its own */
 	uint64_t hash;		    /* immutable */
-	uint64_t start_ns;	    /* immutable; CLOCK_MONOTONIC */
+	uint64_t start_ns;	    /* immutable; coarse monotonic clock */
+	uint32_t gen;		    /* immutable; stripe generation */
 	bool attached;		    /* L: stripe; findable by region_get() */
 	bool poisoned;		    /* L: stripe; an invalidation hit it */
+	bool done;		    /* L: stripe */
 	atomic_uint refs;	    /* loader + waiters */
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	bool done;		  /* M: flight */
-	int rc;			  /* M: flight; 0 or -errno */
-	struct region_value *val; /* M: flight; one reference when rc == 0 */
-	uint8_t klen;		  /* immutable */
-	unsigned char key[];	  /* immutable */
+	unsigned waiters;	    /* L: stripe */
+	int rc;			    /* L: stripe; 0 or -errno */
+	struct region_value *val;   /* L: stripe; one reference if rc == 0 */
+	uint8_t klen;		    /* immutable */
+	unsigned char key[];	    /* immutable */
 };
 
 /* ---- ghost (S3-FIFO) ------------------------------------------------- */
@@ -189,21 +226,22 @@ struct region;
 
 /*
  * The eviction seam (evict.c). One ops table per strategy; every function
- * but access() needs the stripe write lock.
+ * but access() needs the stripe lock. Hits reach a policy in one of two
+ * ways: access() on the lock-free hit itself (it may only store to
+ * e->freq, relaxed, and must not allocate or touch lists), or, when
+ * access is NULL, touch_locked() replayed later under the lock from the
+ * hitting thread's buffer (struct lane: batches of REGION_LANE_RECS, in
+ * order per thread; a thread's own buffer is replayed before any lock it
+ * takes, so a single thread sees exact recency). The entries a policy
+ * examines per call should be reported with region__examined().
  */
 struct region_evict_ops {
 	const char *name;
-	/*
-	 * Records a hit under the shared lock: no allocation, no list change.
-	 * Returns true when the caller should try to drain (the LRU access
-	 * buffer just filled up).
-	 */
-	bool (*access)(struct stripe *s, struct entry *e);
-	/* Applies buffered accesses. Called by every write-lock acquisition. */
-	void (*drain_locked)(struct stripe *s);
+	/* Optional: records a hit without any lock (see above). */
+	void (*access)(struct stripe *s, struct entry *e);
 	/* A new entry (already in the table and the gauges). */
 	void (*insert_locked)(struct stripe *s, struct entry *e);
-	/* A hit found under the write lock. */
+	/* A hit found under the lock, or a replayed buffered hit. */
 	void (*touch_locked)(struct stripe *s, struct entry *e);
 	/* Forgets e (being unlinked for any reason). */
 	void (*remove_locked)(struct stripe *s, struct entry *e);
@@ -221,21 +259,57 @@ struct region_evict_ops {
 	void (*release)(struct stripe *s);
 };
 
+/* A chained hash table; readers walk it with acquire loads. */
+struct table {
+	size_t mask;		     /* immutable; nbuckets - 1 */
+	struct table *rnext;	     /* L: stripe; retire list */
+	uint64_t repoch;	     /* L: stripe; retired at */
+	_Atomic(struct entry *) b[]; /* L: stripe writes */
+};
+
+/*
+ * One thread's buffered hits on one stripe: the hashes of the entries it
+ * hit, replayed through touch_locked() by the same thread when the lane
+ * is full (trylock: if the lock is busy the hit is not recorded and is
+ * counted in hits_unrecorded) or when it takes the stripe lock. Lanes are
+ * indexed by the thread's counter slot, so a lane is written by one
+ * thread (two beyond REGION_STAT_SLOTS threads: then records may be lost,
+ * never corrupted: every field is a relaxed atomic). Recording a hash and
+ * not a pointer keeps the buffer out of memory reclamation: a stale
+ * record finds nothing, or the key's new entry, on replay.
+ */
+struct lane {
+	alignas(REGION_CACHELINE) atomic_uint_fast64_t n;
+	atomic_uint_fast64_t rec[REGION_LANE_RECS];
+};
+
 struct stripe {
-	alignas(REGION_CACHELINE) pthread_rwlock_t lock;
+	alignas(REGION_CACHELINE) pthread_mutex_t lock;
+	pthread_cond_t flight_cv;	    /* waiters of any flight here */
 	const struct region_evict_ops *ops; /* immutable */
-	struct entry **buckets;		    /* L: stripe; power-of-two sized */
-	size_t mask;			    /* L: stripe; nbuckets - 1 */
-	uint64_t nentries;		    /* L: stripe; gauge */
-	uint64_t bytes;			    /* L: stripe; gauge, key + value */
+	struct lane *lanes;		    /* REGION_STAT_SLOTS of them */
+	_Atomic(struct table *) tab;	    /* L: stripe; readers acquire */
+	_Atomic(struct table *) old;	    /* L: stripe; being migrated */
+	size_t migrate_pos;		    /* L: stripe; next old bucket */
+	atomic_uint gen;		    /* L: stripe writes; readers */
+	uint64_t nentries;		    /* L: stripe; gauge, incl. stale */
+	uint64_t bytes;			    /* L: stripe; gauge, incl. stale */
+	uint64_t stale_n, stale_bytes;	    /* L: stripe; older generation */
+	size_t stale_pos;		    /* L: stripe; reclaim cursor */
 	uint64_t nflights;		    /* L: stripe; gauge */
 	struct region_flight *flights;	    /* L: stripe; attached flights */
 	uint64_t quota_entries;		    /* L: stripe; or REGION_UNLIMITED */
 	uint64_t quota_bytes;		    /* L: stripe; or REGION_UNLIMITED */
 	uint64_t max_value_size;	    /* L: stripe; 0 = none */
-	uint64_t ttl_ms;		    /* L: stripe; 0 = never */
-	uint64_t tti_ms;		    /* L: stripe; 0 = never */
-	/* LRU: most recently used at the head */
+	atomic_uint_fast64_t ttl_ms;	    /* L: stripe writes; 0 = never */
+	atomic_uint_fast64_t tti_ms;	    /* L: stripe writes; 0 = never */
+	struct entry *retired;		    /* L: stripe; newest first */
+	struct entry **retired_tail;	    /* L: stripe */
+	uint64_t nretired;		    /* L: stripe */
+	struct table *retired_tabs;	    /* L: stripe */
+	uint64_t examined;		    /* L: stripe; in this hold */
+	atomic_uint_fast64_t max_examined;  /* L: stripe writes; stats */
+	/* policy state: LRU, most recently used at the head */
 	struct rlist lru; /* L: stripe */
 	/* S3-FIFO */
 	struct rlist small, main;      /* L: stripe; newest at the head */
@@ -245,17 +319,8 @@ struct stripe {
 	/* W-TinyLFU (tinylfu.c) */
 	struct region_tlfu tlfu; /* L: stripe */
 #ifndef NDEBUG
-	atomic_uintptr_t owner; /* write-lock holder's token, or 0 */
+	atomic_uintptr_t owner; /* lock holder's token, or 0 */
 #endif
-	/*
-	 * The LRU access buffer (BP-Wrapper). A hit claims a slot with one
-	 * relaxed fetch_add and stores the entry in it, all under the shared
-	 * lock; each slot below abuf_n is written by exactly one reader, and
-	 * the drain reads them under the exclusive lock, which orders after
-	 * every reader's unlock. Records past the last slot are dropped.
-	 */
-	alignas(REGION_CACHELINE) atomic_uint_fast64_t abuf_n;
-	struct entry *abuf[REGION_ABUF_SLOTS]; /* see above */
 };
 
 /* ---- counters -------------------------------------------------------- */
@@ -275,7 +340,7 @@ enum region_stat {
 	ST__COUNT
 };
 
-/* One thread's counters (threads share a slot modulo REGION_STAT_SLOTS). */
+/* One thread's counters (the last slot is shared by threads beyond 31). */
 struct stat_slot {
 	alignas(REGION_CACHELINE) atomic_uint_fast64_t c[ST__COUNT];
 };
@@ -376,17 +441,44 @@ static inline struct stripe *region__stripe_of(const struct region *r,
 	return &r->stripes[r->nstripes > 1 ? hash >> r->stripe_shift : 0];
 }
 
+/* ---- epoch.c --------------------------------------------------------- */
+
+/* A read section: what is reachable from a table inside it stays allocated
+ * until it ends. Nests. */
+void region__epoch_enter(void);
+void region__epoch_exit(void);
+/* The global epoch. */
+uint64_t region__epoch_now(void);
+/* Advances the epoch if every section in progress entered at the current
+ * one; returns the epoch afterwards. Scans one record per thread. */
+uint64_t region__epoch_try_advance(void);
+/* Threads that have ever had a record (the cost of a scan). */
+unsigned region__epoch_nthreads(void);
+/* Something retired at epoch e can be freed once the epoch is >= e + 2. */
+static inline bool region__epoch_safe(uint64_t retired, uint64_t now)
+{
+	return now >= retired + 2;
+}
+/* A value reference for a hit, through the thread's cache (epoch.c). */
+struct region_value *region__value_ref_hit(struct region_value *v);
+/* Drops a reference the thread's cache handed out; false if it did not. */
+bool region__value_unref_cached(struct region_value *v);
+
 /* ---- stripe.c -------------------------------------------------------- */
 
 int region__stripe_init(struct stripe *s, const struct region_evict_ops *ops);
 /* Frees every entry and the table. No lock; nobody else may use s. */
 void region__stripe_release(struct stripe *s);
 
-/* Takes the exclusive lock and drains the access buffer. */
+/* Takes the stripe lock and replays this thread's buffered hits. */
 void region__stripe_wrlock(struct stripe *s);
+/* Drops it; frees what was retired long enough ago (after unlocking). */
 void region__stripe_wrunlock(struct stripe *s);
-/* Tries to take the exclusive lock just to drain; never blocks. */
-void region__stripe_try_drain(struct stripe *s);
+/* Records a hit on e for a policy without access(); never blocks. */
+void region__stripe_record_hit(struct region *r, struct stripe *s,
+			       uint64_t hash);
+/* Advances the epoch and frees what can be freed. Takes the lock. */
+void region__stripe_reclaim(struct stripe *s);
 
 #ifndef NDEBUG
 uintptr_t region__thread_token(void);
@@ -396,6 +488,13 @@ uintptr_t region__thread_token(void);
 #else
 #define region__assert_wrlocked(s) ((void)(s))
 #endif
+
+/* Counts n entries or buckets examined in this lock hold (bounded by
+ * REGION_SWEEP_BATCH everywhere; the maximum is a stat). Lock held. */
+static inline void region__examined(struct stripe *s, uint64_t n)
+{
+	s->examined += n;
+}
 
 /*
  * Are a[0..len) and b[0..len) equal? Inline word compares: the library
@@ -416,14 +515,10 @@ static inline bool region__key_eq(const unsigned char *a,
 	return region__rd64(a + len - 8) == region__rd64(b + len - 8);
 }
 
-/* The entry for key, or NULL. Shared or exclusive lock held. */
-static inline struct entry *region__stripe_find(const struct stripe *s,
-						uint64_t hash, const void *key,
-						size_t klen)
+static inline struct entry *region__chain_find(struct entry *e, uint64_t hash,
+					       const void *key, size_t klen)
 {
-	struct entry *e = s->buckets[hash & s->mask];
-
-	for (; e; e = e->hnext) {
+	for (; e; e = atomic_load_explicit(&e->hnext, memory_order_acquire)) {
 		if (e->hash == hash && e->klen == klen &&
 		    region__key_eq(e->key, key, klen))
 			return e;
@@ -431,24 +526,61 @@ static inline struct entry *region__stripe_find(const struct stripe *s,
 	return NULL;
 }
 
-/* A new entry owning one reference to v (taken over), or NULL. */
-struct entry *region__entry_create(uint64_t hash, const void *key, size_t klen,
-				   struct region_value *v);
-/* Frees a graveyard (entries chained by hnext) and drops their values. */
-void region__entries_free(struct entry *grave);
+/*
+ * The entry for key, or NULL, in the current table and then in the table
+ * being migrated. Inside an epoch section (lock-free: may miss an entry
+ * that is being moved between tables; callers then take the lock and
+ * look again) or with the lock held (exact).
+ */
+static inline struct entry *region__stripe_find(const struct stripe *s,
+						uint64_t hash, const void *key,
+						size_t klen)
+{
+	struct table *t = atomic_load_explicit(&s->tab, memory_order_acquire);
+	struct table *o = atomic_load_explicit(&s->old, memory_order_acquire);
+	struct entry *e;
+
+	e = region__chain_find(atomic_load_explicit(&t->b[hash & t->mask],
+						    memory_order_acquire),
+			       hash, key, klen);
+	if (!e && o)
+		e = region__chain_find(
+			atomic_load_explicit(&o->b[hash & o->mask],
+					     memory_order_acquire),
+			hash, key, klen);
+	return e;
+}
+
+/* Is e current (not unlinked, not from before an invalidate-all)? */
+static inline bool region__entry_live(const struct stripe *s,
+				      const struct entry *e)
+{
+	return !atomic_load_explicit(&e->dead, memory_order_acquire) &&
+	       e->gen == atomic_load_explicit(&s->gen, memory_order_acquire);
+}
 
 /*
- * Links e into table, gauges and policy; stamps install/access times. The
- * caller has made room. Write lock held.
+ * A new entry for v, or NULL. A value of at most REGION_EMBED_MAX bytes is
+ * copied into the entry's allocation: then e->val is the copy, holding the
+ * entry's reference. Otherwise e->val is v and the entry owns no reference
+ * to it yet: the caller takes one before linking. An entry never linked is
+ * freed with free().
+ */
+struct entry *region__entry_create(uint64_t hash, const void *key, size_t klen,
+				   struct region_value *v);
+
+/*
+ * Links e into table, gauges and policy; stamps install/access times and
+ * the generation. The caller has made room. Lock held.
  */
 void region__link_locked(struct stripe *s, struct entry *e, uint64_t now);
-/* Unlinks e from everything and moves it to *grave. Write lock held. */
+/*
+ * Unlinks e from everything and retires it (freed after the grace
+ * period). grave is unused (kept for the policy seam). Lock held.
+ */
 void region__unlink_locked(struct stripe *s, struct entry *e,
 			   struct entry **grave);
-/* The same, for the entry at *pp in its hash chain. */
-void region__unlink_at_locked(struct stripe *s, struct entry **pp,
-			      struct entry **grave);
-/* Unlinks e as a capacity eviction (counted). Write lock held. */
+/* Unlinks e as a capacity eviction (counted). Lock held. */
 void region__evict_locked(struct region *r, struct stripe *s, struct entry *e,
 			  struct entry **grave);
 /* Is the stripe over either quota if charge more bytes (and one more
@@ -461,23 +593,28 @@ static inline bool region__over_quota(const struct stripe *s, bool adding,
 	       s->bytes + charge < s->bytes;
 }
 /*
- * Evicts by the policy until one more entry of charge bytes fits (adding)
- * or the stripe is within quotas, or max victims went. Returns the number
- * evicted. Write lock held.
+ * Evicts (entries of an older generation first, then by the policy) until
+ * one more entry of charge bytes fits (adding) or the stripe is within
+ * quotas, or max victims went. Returns the number evicted. Lock held.
  */
 size_t region__make_room_locked(struct region *r, struct stripe *s, bool adding,
 				uint64_t charge, size_t max,
 				struct entry **grave);
-/* Unlinks every entry into *grave. Write lock held. */
-void region__stripe_clear_locked(struct stripe *s, struct entry **grave);
+/* Makes every entry stale (O(1)): readers stop seeing them, and they are
+ * reclaimed lazily. Lock held. */
+void region__stripe_invalidate_all_locked(struct stripe *s);
+/* Reclaims up to max stale entries from the cursor on; returns how many.
+ * Lock held. */
+size_t region__reclaim_stale_locked(struct region *r, struct stripe *s,
+				    size_t max);
+/* One step of an incremental table migration, if one is running. */
+void region__migrate_step_locked(struct stripe *s);
 
 /* ---- evict.c --------------------------------------------------------- */
 
 const struct region_evict_ops *region__evict_ops(enum region_strategy s);
 /* Frees the ghost. No lock; nobody else may use s. */
 void region__ghost_release(struct ghost *g);
-/* The LRU access buffer's record (shared lock): true when it just filled. */
-bool region__abuf_access(struct stripe *s, struct entry *e);
 /* tinylfu.c */
 extern const struct region_evict_ops region__tinylfu_ops;
 
@@ -489,18 +626,27 @@ enum region_expiry {
 	REGION_EXPIRED_TTI,
 };
 
-/* Is e expired at now? Shared or exclusive lock held. */
+static inline uint64_t region__ttl(const struct stripe *s)
+{
+	return atomic_load_explicit(&s->ttl_ms, memory_order_relaxed);
+}
+
+static inline uint64_t region__tti(const struct stripe *s)
+{
+	return atomic_load_explicit(&s->tti_ms, memory_order_relaxed);
+}
+
+/* Is e expired at now? Lock held, or inside an epoch section. */
 static inline enum region_expiry
 region__expired(const struct stripe *s, const struct entry *e, uint64_t now)
 {
-	uint64_t acc;
+	uint64_t acc, ttl = region__ttl(s), tti = region__tti(s);
 
-	if (s->ttl_ms && now >= e->install_ms &&
-	    now - e->install_ms >= s->ttl_ms)
+	if (ttl && now >= e->install_ms && now - e->install_ms >= ttl)
 		return REGION_EXPIRED_TTL;
-	if (s->tti_ms) {
+	if (tti) {
 		acc = atomic_load_explicit(&e->access_ms, memory_order_relaxed);
-		if (now >= acc && now - acc >= s->tti_ms)
+		if (now >= acc && now - acc >= tti)
 			return REGION_EXPIRED_TTI;
 	}
 	return REGION_LIVE;
@@ -509,22 +655,21 @@ region__expired(const struct stripe *s, const struct entry *e, uint64_t now)
 /* Does this stripe need the clock at all on a hit? */
 static inline bool region__expiring(const struct stripe *s)
 {
-	return (s->ttl_ms | s->tti_ms) != 0;
+	return (region__ttl(s) | region__tti(s)) != 0;
 }
 
 /* Records a hit at now for tti (at most one store per millisecond). */
 static inline void region__touch_time(const struct stripe *s, struct entry *e,
 				      uint64_t now)
 {
-	if (s->tti_ms &&
+	if (region__tti(s) &&
 	    atomic_load_explicit(&e->access_ms, memory_order_relaxed) != now)
 		atomic_store_explicit(&e->access_ms, now, memory_order_relaxed);
 }
 
 /* Unlinks an expired entry and counts it by cause. Write lock held. */
-void region__expire_locked(struct region *r, struct stripe *s,
-			   struct entry **pp, enum region_expiry why,
-			   struct entry **grave);
+void region__expire_locked(struct region *r, struct stripe *s, struct entry *e,
+			   enum region_expiry why);
 
 /* ---- stats.c --------------------------------------------------------- */
 
@@ -542,11 +687,20 @@ static inline unsigned region__tslot(void)
 	return v - 1;
 }
 
+#define REGION_SHARED_SLOT (REGION_STAT_SLOTS - 1) /* the one threads share */
+
 static inline void region__count(struct region *r, enum region_stat id,
 				 uint64_t n)
 {
-	atomic_fetch_add_explicit(&r->slots[region__tslot()].c[id], n,
-				  memory_order_relaxed);
+	unsigned i = region__tslot();
+	atomic_uint_fast64_t *c = &r->slots[i].c[id];
+
+	if (region__likely(i != REGION_SHARED_SLOT))
+		atomic_store_explicit(
+			c, atomic_load_explicit(c, memory_order_relaxed) + n,
+			memory_order_relaxed); /* this thread's own slot */
+	else
+		atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
 int region__stats_init(struct region *r);
@@ -560,6 +714,11 @@ static inline struct region_value *region__value_ref(struct region_value *v)
 	atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
 	return v;
 }
+
+/* Frees a value whose count reached zero. */
+void region__value_free(struct region_value *v);
+/* Adds delta to the bytes of live values (region_values_bytes()). */
+void region__values_account(int64_t delta);
 
 /* Computes stripe quotas for limits spread over n stripes. */
 void region__quota_of(const struct region_limits *lim, unsigned n, unsigned i,

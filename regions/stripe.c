@@ -1,43 +1,50 @@
 /*
- * stripe.c - one stripe of a region: its lock, hash table and entries.
+ * stripe.c - one stripe of a region: its lock, hash tables and entries.
  *
  * A region spreads its keys over nstripes stripes by the top bits of a
  * seeded 64-bit hash; the low bits pick a bucket of the stripe's chained
- * hash table. Each stripe is a small cache of its own: a writer-preferring
- * rwlock, a table that doubles when it holds more entries than buckets,
- * its share of the region's quotas, its eviction state and its flights.
- * Nothing on the hot path spans stripes, so readers of different stripes
- * never touch a common cache line.
+ * hash table. Each stripe is a small cache of its own: a mutex for
+ * writers, a table, its share of the region's quotas, its eviction state,
+ * its flights, and per-thread lanes of buffered hits.
  *
- * Why an rwlock per stripe and not a mutex: a hit only needs to find the
- * entry, take a value reference (one atomic add) and record the access
- * (one relaxed add into a lossy buffer, or one relaxed byte store for
- * S3-FIFO), so hits can run side by side; only misses, installs and
- * invalidations change the table. The lock prefers writers
- * (PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP) so a stream of hits cannot
- * starve an invalidation: E1/E2 of a write must not wait behind readers.
- * No path takes a stripe lock recursively, which that kind requires.
+ * Readers take no lock (seed 000: a lock every reader takes, even a shared
+ * one, is a cache line every reader writes). A hit walks the chain with
+ * acquire loads inside an epoch section (epoch.c); writers publish with
+ * release stores under the mutex. An unlinked entry is marked dead and
+ * retired: still readable by a reader already on it (which then goes the
+ * slow way), freed once the epoch has advanced twice. Since readers do
+ * not block writers and a mutex has no reader side, neither side can
+ * starve the other (the old writer-preferring rwlock let writers starve
+ * readers under seed 003's mix).
  *
- * Why rehash-all doubling and not incremental rehashing: a stripe holds
- * max_entries/nstripes entries (a few thousand at most in our configs), so
- * a doubling costs microseconds under one stripe's lock; incremental
- * rehashing would put a second probe on every hit. Tables never shrink
- * (NEEDSWORK: after a large shrink of max_entries the buckets stay).
+ * Hits for a policy without a lock-free access() (LRU) go to the hitting
+ * thread's lane on the stripe (BP-Wrapper, Ding et al., ICDE 2009, with
+ * per-thread buffers instead of one shared one, so recording a hit is two
+ * relaxed stores to a line only that thread writes). A full lane is
+ * replayed by its thread under a trylock; the lock holder also replays its
+ * own lane first, so one thread alone sees exact LRU order. A hit is lost
+ * only when its thread's lane is full and the lock is busy (counted).
+ *
+ * Tables grow (load factor > 1) and shrink (< 1/8) incrementally: a new
+ * table is published, the old one stays readable, and every later lock
+ * hold that inserts moves REGION_MIGRATE_BUCKETS buckets across, so no
+ * hold examines more than a bounded number of buckets and entries. A
+ * reader that races a move may miss the key and takes the locked path,
+ * which looks in both tables. Invalidate-all bumps the stripe's
+ * generation (O(1)): readers ignore entries of an older generation, and
+ * they are reclaimed in bounded batches by installs and the sweep.
  *
  * Invariants:
- * - An entry is in exactly one bucket chain and one eviction queue while
- *   linked; nentries/bytes are the sums over linked entries.
- * - Entries are unlinked only under the exclusive lock, after the access
- *   buffer has been drained (every exclusive acquisition drains first), so
- *   the buffer never holds a pointer to an unlinked entry: readers can only
- *   record entries they found in the table, and they cannot run while the
- *   exclusive lock is held. Unlinked entries go to a caller's graveyard
- *   and are freed after the lock is dropped (free() is not lock work).
+ * - A linked entry is in exactly one chain of tab or old, and in the
+ *   policy's state; nentries/bytes are the sums over linked entries
+ *   (stale_n/stale_bytes over those of an older generation).
+ * - Retired entries and tables are freed only when the epoch is two past
+ *   their retirement, and only after the lock is dropped.
  *
  * Locking: "L: stripe" fields in region_int.h. Functions named *_locked
- * need the exclusive lock and assert it in debug builds through an owner
- * token (the address of a thread-local byte: unique among live threads,
- * and cheaper than gettid()).
+ * need the lock and assert it in debug builds through an owner token (the
+ * address of a thread-local byte: unique among live threads, and cheaper
+ * than gettid()).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -47,7 +54,10 @@
 
 #include "region_int.h"
 
-#define STRIPE_MIN_BUCKETS 16
+#define STRIPE_MIN_BUCKETS     16
+#define REGION_MIGRATE_BUCKETS 64  /* per lock hold */
+#define REGION_MIGRATE_MAX     256 /* buckets + entries per lock hold */
+#define RETIRE_ADVANCE_AT      64 /* retired entries before a scan, + 4 per thread */
 
 /*
  * The hash seed: random per process, so that nobody can aim keys at one
@@ -86,66 +96,115 @@ uintptr_t region__thread_token(void)
 }
 #endif
 
+static struct table *table_new(size_t nbuckets)
+{
+	struct table *t = calloc(1, sizeof(*t) + nbuckets * sizeof(t->b[0]));
+
+	if (!t)
+		return NULL;
+	t->mask = nbuckets - 1;
+	return t; /* calloc: every bucket NULL */
+}
+
 int region__stripe_init(struct stripe *s, const struct region_evict_ops *ops)
 {
-	pthread_rwlockattr_t attr;
+	struct table *t;
+	unsigned i;
 	int rc;
 
 	memset(s, 0, sizeof(*s));
 	s->ops = ops;
-	s->buckets = calloc(STRIPE_MIN_BUCKETS, sizeof(*s->buckets));
-	if (!s->buckets)
+	t = table_new(STRIPE_MIN_BUCKETS);
+	s->lanes = aligned_alloc(REGION_CACHELINE,
+				 sizeof(*s->lanes) * REGION_STAT_SLOTS);
+	if (!t || !s->lanes) {
+		free(t);
+		free(s->lanes);
+		s->lanes = NULL;
 		return -ENOMEM;
-	s->mask = STRIPE_MIN_BUCKETS - 1;
+	}
+	memset(s->lanes, 0, sizeof(*s->lanes) * REGION_STAT_SLOTS);
+	for (i = 0; i < REGION_STAT_SLOTS; i++)
+		atomic_init(&s->lanes[i].n, 0);
+	atomic_init(&s->tab, t);
+	atomic_init(&s->old, NULL);
+	atomic_init(&s->gen, 0);
+	atomic_init(&s->max_examined, 0);
+	atomic_init(&s->ttl_ms, 0);
+	atomic_init(&s->tti_ms, 0);
+	s->retired_tail = &s->retired;
 	s->quota_entries = REGION_UNLIMITED;
 	s->quota_bytes = REGION_UNLIMITED;
 	rlist_init(&s->lru);
 	rlist_init(&s->small);
 	rlist_init(&s->main);
 	rlist_init(&s->ghost.fifo);
-	pthread_rwlockattr_init(&attr);
-	pthread_rwlockattr_setkind_np(
-		&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-	rc = pthread_rwlock_init(&s->lock, &attr);
-	pthread_rwlockattr_destroy(&attr);
-	if (rc) {
-		free(s->buckets);
-		s->buckets = NULL;
-		return -rc;
-	}
 	if (ops->init && (rc = ops->init(s)) != 0) {
-		pthread_rwlock_destroy(&s->lock);
-		free(s->buckets);
-		s->buckets = NULL;
+		free(t);
+		free(s->lanes);
+		s->lanes = NULL;
 		return rc;
 	}
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->flight_cv, NULL);
 	return 0;
+}
+
+static void entry_free(struct entry *e)
+{
+	struct region_value *v = e->val;
+
+	if (v->kind == VALUE_EMBEDDED) {
+		region_value_unref(v); /* the block goes with the last one */
+		return;
+	}
+	region_value_unref(v);
+	free(e);
+}
+
+static void table_free_chains(struct table *t)
+{
+	size_t i;
+
+	for (i = 0; t && i <= t->mask; i++) {
+		struct entry *e =
+			atomic_load_explicit(&t->b[i], memory_order_relaxed);
+		struct entry *next;
+
+		for (; e; e = next) {
+			next = atomic_load_explicit(&e->hnext,
+						    memory_order_relaxed);
+			entry_free(e);
+		}
+	}
+	free(t);
 }
 
 void region__stripe_release(struct stripe *s)
 {
-	struct entry *grave = NULL;
-	size_t i;
+	struct entry *e, *next;
+	struct table *t, *tn;
 
-	if (!s->buckets)
+	if (!s->lanes)
 		return;
-	/* nobody else can hold the lock: no drain needed, buffer is moot */
-	for (i = 0; i <= s->mask; i++) {
-		struct entry *e = s->buckets[i], *next;
-
-		for (; e; e = next) {
-			next = e->hnext;
-			e->hnext = grave;
-			grave = e;
-		}
+	/* nobody else can use s: no reader, no grace period to wait for */
+	table_free_chains(atomic_load(&s->tab));
+	table_free_chains(atomic_load(&s->old));
+	for (e = s->retired; e; e = next) {
+		next = e->retire.next;
+		entry_free(e);
 	}
-	region__entries_free(grave);
+	for (t = s->retired_tabs; t; t = tn) {
+		tn = t->rnext;
+		free(t);
+	}
 	region__ghost_release(&s->ghost);
 	if (s->ops->release)
 		s->ops->release(s);
-	free(s->buckets);
-	s->buckets = NULL;
-	pthread_rwlock_destroy(&s->lock);
+	free(s->lanes);
+	s->lanes = NULL;
+	pthread_cond_destroy(&s->flight_cv);
+	pthread_mutex_destroy(&s->lock);
 }
 
 static void set_owner(struct stripe *s, bool mine)
@@ -159,129 +218,363 @@ static void set_owner(struct stripe *s, bool mine)
 #endif
 }
 
+/* The linked entry with this hash (first one), or NULL. Lock held. */
+static struct entry *find_hash_locked(struct stripe *s, uint64_t hash)
+{
+	struct table *t = atomic_load_explicit(&s->tab, memory_order_relaxed);
+	struct table *o = atomic_load_explicit(&s->old, memory_order_relaxed);
+	struct entry *e;
+	int pass;
+
+	for (pass = 0; pass < 2; pass++, t = o) {
+		if (!t)
+			break;
+		e = atomic_load_explicit(&t->b[hash & t->mask],
+					 memory_order_relaxed);
+		for (; e; e = atomic_load_explicit(&e->hnext,
+						   memory_order_relaxed)) {
+			s->examined++;
+			if (e->hash == hash)
+				return e;
+		}
+	}
+	return NULL;
+}
+
+/* Replays a lane's buffered hits into the policy. Lock held. */
+static void replay_lane_locked(struct stripe *s, struct lane *l)
+{
+	uint64_t n = atomic_load_explicit(&l->n, memory_order_relaxed);
+	uint64_t i;
+
+	if (n > REGION_LANE_RECS)
+		n = REGION_LANE_RECS;
+	for (i = 0; i < n; i++) {
+		uint64_t h =
+			atomic_load_explicit(&l->rec[i], memory_order_relaxed);
+		struct entry *e = find_hash_locked(s, h);
+
+		if (e && e->gen == atomic_load_explicit(&s->gen,
+							memory_order_relaxed))
+			s->ops->touch_locked(s, e);
+	}
+	atomic_store_explicit(&l->n, 0, memory_order_relaxed);
+}
+
+static void lock_acquired(struct stripe *s)
+{
+	set_owner(s, true);
+	s->examined = 0;
+	if (!s->ops->access)
+		replay_lane_locked(s, &s->lanes[region__tslot()]);
+}
+
 void region__stripe_wrlock(struct stripe *s)
 {
-	pthread_rwlock_wrlock(&s->lock);
-	set_owner(s, true);
-	s->ops->drain_locked(s);
+	pthread_mutex_lock(&s->lock);
+	lock_acquired(s);
+}
+
+/* Detaches what was retired long enough ago. Lock held. */
+static void collect_locked(struct stripe *s, struct entry **ents,
+			   struct table **tabs)
+{
+	uint64_t now;
+	struct table **tp;
+
+	*ents = NULL;
+	*tabs = NULL;
+	if (!s->retired && !s->retired_tabs)
+		return;
+	/* a scan reads a line per thread: amortize it over the retired */
+	now = s->nretired >= RETIRE_ADVANCE_AT + 4 * region__epoch_nthreads() ||
+			      s->retired_tabs
+		      ? region__epoch_try_advance()
+		      : region__epoch_now();
+	/* the list is oldest first: detach the prefix that is safe */
+	if (s->retired && region__epoch_safe(s->retired->retire.epoch, now)) {
+		struct entry **pp = &s->retired;
+
+		while (*pp && region__epoch_safe((*pp)->retire.epoch, now)) {
+			pp = &(*pp)->retire.next;
+			s->nretired--;
+		}
+		*ents = s->retired;
+		s->retired = *pp;
+		*pp = NULL;
+		if (!s->retired)
+			s->retired_tail = &s->retired;
+	}
+	for (tp = &s->retired_tabs; *tp;) {
+		struct table *t = *tp;
+
+		if (region__epoch_safe(t->repoch, now)) {
+			*tp = t->rnext;
+			t->rnext = *tabs;
+			*tabs = t;
+		} else {
+			tp = &t->rnext;
+		}
+	}
+}
+
+static void free_collected(struct entry *ents, struct table *tabs)
+{
+	struct entry *next;
+	struct table *tn;
+
+	for (; ents; ents = next) {
+		next = ents->retire.next;
+		entry_free(ents);
+	}
+	for (; tabs; tabs = tn) {
+		tn = tabs->rnext;
+		free(tabs);
+	}
 }
 
 void region__stripe_wrunlock(struct stripe *s)
 {
+	struct entry *ents;
+	struct table *tabs;
+
 	region__assert_wrlocked(s);
+	if (s->examined >
+	    atomic_load_explicit(&s->max_examined, memory_order_relaxed))
+		atomic_store_explicit(&s->max_examined, s->examined,
+				      memory_order_relaxed);
+	collect_locked(s, &ents, &tabs);
 	set_owner(s, false);
-	pthread_rwlock_unlock(&s->lock);
+	pthread_mutex_unlock(&s->lock);
+	free_collected(ents, tabs); /* free() is not lock work */
 }
 
-void region__stripe_try_drain(struct stripe *s)
+void region__stripe_reclaim(struct stripe *s)
 {
-	/* trylock: a reader must never wait here, it has its value already */
-	if (pthread_rwlock_trywrlock(&s->lock) != 0)
-		return;
-	set_owner(s, true);
-	s->ops->drain_locked(s);
+	region__stripe_wrlock(s);
+	if (s->retired)
+		region__epoch_try_advance();
 	region__stripe_wrunlock(s);
+}
+
+void region__stripe_record_hit(struct region *r, struct stripe *s,
+			       uint64_t hash)
+{
+	struct lane *l = &s->lanes[region__tslot()];
+	uint64_t n = atomic_load_explicit(&l->n, memory_order_relaxed);
+
+	if (region__unlikely(n >= REGION_LANE_RECS)) {
+		/* full, and its last replay found the lock busy */
+		if (pthread_mutex_trylock(&s->lock) != 0) {
+			region__count(r, ST_UNRECORDED, 1);
+			return;
+		}
+		lock_acquired(s); /* replays this lane */
+		region__stripe_wrunlock(s);
+		n = 0;
+	}
+	atomic_store_explicit(&l->rec[n], hash, memory_order_relaxed);
+	atomic_store_explicit(&l->n, n + 1, memory_order_relaxed);
+	if (n + 1 == REGION_LANE_RECS && pthread_mutex_trylock(&s->lock) == 0) {
+		lock_acquired(s);
+		region__stripe_wrunlock(s);
+	}
 }
 
 struct entry *region__entry_create(uint64_t hash, const void *key, size_t klen,
 				   struct region_value *v)
 {
-	struct entry *e = malloc(sizeof(*e) + klen);
+	size_t off = (sizeof(struct entry) + klen + 7) & ~(size_t)7;
+	bool embed = v->len <= REGION_EMBED_MAX;
+	struct entry *e;
 
+	e = malloc(embed ? off + sizeof(*v) + v->len : sizeof(*e) + klen);
 	if (!e)
 		return NULL;
-	e->hnext = NULL;
+	atomic_init(&e->hnext, NULL);
 	e->hash = hash;
 	e->val = v;
+	if (embed) {
+		struct region_value *c = (void *)((char *)e + off);
+
+		atomic_init(&c->refs, 1); /* the entry's */
+		region__values_account((int64_t)(sizeof(*c) + v->len));
+		c->kind = VALUE_EMBEDDED;
+		c->back = (uint16_t)off;
+		c->len = v->len;
+		c->mtime_ns = v->mtime_ns;
+		c->version = v->version;
+		c->tag = v->tag;
+		if (v->len)
+			memcpy(c->inline_data, region_value_data(v), v->len);
+		e->val = c;
+	}
 	rlist_init(&e->qnode);
 	e->charge = (uint64_t)klen + v->len;
 	e->install_ms = 0;
 	atomic_init(&e->access_ms, 0);
+	e->gen = 0;
 	atomic_init(&e->freq, 0);
 	e->queue = ENTRY_Q_NONE;
+	atomic_init(&e->dead, 0);
 	e->klen = (uint8_t)klen;
 	memcpy(e->key, key, klen);
 	return e;
 }
 
-void region__entries_free(struct entry *grave)
+static void retire_table_locked(struct stripe *s, struct table *t)
 {
-	struct entry *next;
+	t->repoch = region__epoch_now();
+	t->rnext = s->retired_tabs;
+	s->retired_tabs = t;
+}
 
-	for (; grave; grave = next) {
-		next = grave->hnext;
-		region_value_unref(grave->val);
-		free(grave);
+/* Pushes e at the head of its bucket in t, publishing it. */
+static void push_locked(struct table *t, struct entry *e)
+{
+	_Atomic(struct entry *) *b = &t->b[e->hash & t->mask];
+
+	atomic_store_explicit(&e->hnext,
+			      atomic_load_explicit(b, memory_order_relaxed),
+			      memory_order_relaxed);
+	atomic_store_explicit(b, e, memory_order_release);
+}
+
+static void maybe_resize_locked(struct stripe *s);
+
+void region__migrate_step_locked(struct stripe *s)
+{
+	struct table *o = atomic_load_explicit(&s->old, memory_order_relaxed);
+	struct table *t = atomic_load_explicit(&s->tab, memory_order_relaxed);
+	size_t end, moved = 0;
+
+	region__assert_wrlocked(s);
+	if (!o) {
+		maybe_resize_locked(s); /* may start one */
+		return;
+	}
+	end = s->migrate_pos + REGION_MIGRATE_BUCKETS;
+	for (; s->migrate_pos <= o->mask && s->migrate_pos < end &&
+	       moved < REGION_MIGRATE_MAX - REGION_MIGRATE_BUCKETS;
+	     s->migrate_pos++) {
+		_Atomic(struct entry *) *b = &o->b[s->migrate_pos];
+		struct entry *e;
+
+		s->examined++;
+		while ((e = atomic_load_explicit(b, memory_order_relaxed))) {
+			/* a reader on e may follow it into t's chain: it then
+			 * misses and retries under the lock */
+			atomic_store_explicit(
+				b,
+				atomic_load_explicit(&e->hnext,
+						     memory_order_relaxed),
+				memory_order_release);
+			push_locked(t, e);
+			moved++;
+		}
+	}
+	s->examined += moved;
+	if (s->migrate_pos > o->mask) {
+		atomic_store_explicit(&s->old, NULL, memory_order_release);
+		retire_table_locked(s, o);
 	}
 }
 
-/* Doubles the table; on allocation failure keeps the old one (longer
- * chains, still correct). */
-static void grow_locked(struct stripe *s)
+/* Starts a migration to a table of n buckets (failure: keep the table). */
+static void resize_locked(struct stripe *s, size_t n)
 {
-	size_t n = (s->mask + 1) * 2, i;
-	struct entry **nb = calloc(n, sizeof(*nb));
+	struct table *t = atomic_load_explicit(&s->tab, memory_order_relaxed);
+	struct table *nt = table_new(n);
 
-	if (!nb)
+	if (!nt)
 		return;
-	for (i = 0; i <= s->mask; i++) {
-		struct entry *e = s->buckets[i], *next;
+	atomic_store_explicit(&s->old, t, memory_order_release);
+	atomic_store_explicit(&s->tab, nt, memory_order_release);
+	s->migrate_pos = 0;
+	/* any stale-reclaim cursor restarts on the new table */
+	s->stale_pos = 0;
+}
 
-		for (; e; e = next) {
-			next = e->hnext;
-			e->hnext = nb[e->hash & (n - 1)];
-			nb[e->hash & (n - 1)] = e;
-		}
+static void maybe_resize_locked(struct stripe *s)
+{
+	struct table *t = atomic_load_explicit(&s->tab, memory_order_relaxed);
+	size_t nb = t->mask + 1, want = STRIPE_MIN_BUCKETS;
+
+	if (atomic_load_explicit(&s->old, memory_order_relaxed))
+		return;
+	if (s->nentries > nb && nb < SIZE_MAX / 16) {
+		resize_locked(s, nb * 2);
+	} else if (nb > STRIPE_MIN_BUCKETS && s->nentries < nb / 8) {
+		while (want < s->nentries * 2)
+			want *= 2;
+		resize_locked(s, want);
 	}
-	free(s->buckets);
-	s->buckets = nb;
-	s->mask = n - 1;
 }
 
 void region__link_locked(struct stripe *s, struct entry *e, uint64_t now)
 {
-	struct entry **b;
-
 	region__assert_wrlocked(s);
-	if (s->nentries >= s->mask + 1 && s->mask < SIZE_MAX / 4)
-		grow_locked(s);
-	b = &s->buckets[e->hash & s->mask];
-	e->hnext = *b;
-	*b = e;
+	region__migrate_step_locked(s);
 	e->install_ms = now;
 	atomic_store_explicit(&e->access_ms, now, memory_order_relaxed);
+	e->gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
 	s->nentries++;
 	s->bytes += e->charge;
 	s->ops->insert_locked(s, e);
+	push_locked(atomic_load_explicit(&s->tab, memory_order_relaxed), e);
 }
 
-void region__unlink_at_locked(struct stripe *s, struct entry **pp,
-			      struct entry **grave)
+/* The link that points at e, in tab or old. Lock held. */
+static _Atomic(struct entry *) *link_of_locked(struct stripe *s,
+					       const struct entry *e)
 {
-	struct entry *e = *pp;
+	struct table *t = atomic_load_explicit(&s->tab, memory_order_relaxed);
+	struct table *o = atomic_load_explicit(&s->old, memory_order_relaxed);
+	_Atomic(struct entry *) *pp;
+	int pass;
 
-	region__assert_wrlocked(s);
-	/* the buffer invariant of the design note */
-	assert(atomic_load_explicit(&s->abuf_n, memory_order_relaxed) == 0);
-	*pp = e->hnext;
-	s->ops->remove_locked(s, e);
-	assert(s->nentries > 0 && s->bytes >= e->charge);
-	s->nentries--;
-	s->bytes -= e->charge;
-	e->hnext = *grave;
-	*grave = e;
+	for (pass = 0; pass < 2; pass++, t = o) {
+		struct entry *x;
+
+		if (!t)
+			break;
+		pp = &t->b[e->hash & t->mask];
+		while ((x = atomic_load_explicit(pp, memory_order_relaxed))) {
+			if (x == e)
+				return pp;
+			pp = &x->hnext;
+		}
+	}
+	assert(!"entry not in its stripe's tables");
+	return NULL;
 }
 
 void region__unlink_locked(struct stripe *s, struct entry *e,
 			   struct entry **grave)
 {
-	struct entry **pp = &s->buckets[e->hash & s->mask];
+	_Atomic(struct entry *) *pp = link_of_locked(s, e);
 
-	while (*pp != e) {
-		assert(*pp);
-		pp = &(*pp)->hnext;
+	(void)grave;
+	region__assert_wrlocked(s);
+	/* e keeps its hnext: a reader standing on e walks on */
+	atomic_store_explicit(
+		pp, atomic_load_explicit(&e->hnext, memory_order_relaxed),
+		memory_order_release);
+	atomic_store_explicit(&e->dead, 1, memory_order_release);
+	s->ops->remove_locked(s, e);
+	assert(s->nentries > 0 && s->bytes >= e->charge);
+	s->nentries--;
+	s->bytes -= e->charge;
+	if (e->gen != atomic_load_explicit(&s->gen, memory_order_relaxed)) {
+		s->stale_n--;
+		s->stale_bytes -= e->charge;
 	}
-	region__unlink_at_locked(s, pp, grave);
+	/* qnode is the policy's no more: it becomes the retire link */
+	e->retire.next = NULL;
+	e->retire.epoch = region__epoch_now();
+	*s->retired_tail = e;
+	s->retired_tail = &e->retire.next;
+	s->nretired++;
 }
 
 void region__evict_locked(struct region *r, struct stripe *s, struct entry *e,
@@ -291,6 +584,48 @@ void region__evict_locked(struct region *r, struct stripe *s, struct entry *e,
 	region__count(r, ST_EV_SIZE, 1);
 }
 
+size_t region__reclaim_stale_locked(struct region *r, struct stripe *s,
+				    size_t max)
+{
+	uint32_t gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
+	struct table *t;
+	size_t got = 0, seen = 0;
+
+	(void)r;
+	region__assert_wrlocked(s);
+	if (!s->stale_n)
+		return 0;
+	if (atomic_load_explicit(&s->old, memory_order_relaxed)) {
+		region__migrate_step_locked(s); /* one table at a time */
+		return 0;
+	}
+	t = atomic_load_explicit(&s->tab, memory_order_relaxed);
+	while (s->stale_n && seen < max) {
+		struct entry *e, *next;
+
+		if (s->stale_pos > t->mask)
+			s->stale_pos = 0;
+		e = atomic_load_explicit(&t->b[s->stale_pos],
+					 memory_order_relaxed);
+		seen++;
+		for (; e && seen < max; e = next) {
+			next = atomic_load_explicit(&e->hnext,
+						    memory_order_relaxed);
+			seen++;
+			if (e->gen != gen) {
+				region__unlink_locked(s, e, NULL);
+				got++;
+			}
+		}
+		if (!e) /* else resume in this bucket next time */
+			s->stale_pos++;
+	}
+	s->examined += seen;
+	if (!s->nentries && s->ops->reset_locked)
+		s->ops->reset_locked(s);
+	return got;
+}
+
 size_t region__make_room_locked(struct region *r, struct stripe *s, bool adding,
 				uint64_t charge, size_t max,
 				struct entry **grave)
@@ -298,23 +633,29 @@ size_t region__make_room_locked(struct region *r, struct stripe *s, bool adding,
 	uint64_t before = s->nentries;
 
 	region__assert_wrlocked(s);
+	if (s->stale_n && region__over_quota(s, adding, charge))
+		region__reclaim_stale_locked(r, s, max / 2);
 	while (before - s->nentries < max &&
 	       region__over_quota(s, adding, charge)) {
+		/* bounded per hold; the sweep and later installs go on */
+		if (s->examined + REGION_MIGRATE_MAX >= REGION_SWEEP_BATCH &&
+		    before != s->nentries)
+			break;
+		s->examined++;
 		if (!s->ops->evict_locked(r, s, grave))
 			break;
 	}
 	return before - s->nentries;
 }
 
-void region__stripe_clear_locked(struct stripe *s, struct entry **grave)
+void region__stripe_invalidate_all_locked(struct stripe *s)
 {
-	size_t i;
-
 	region__assert_wrlocked(s);
-	for (i = 0; i <= s->mask; i++) {
-		while (s->buckets[i])
-			region__unlink_at_locked(s, &s->buckets[i], grave);
-	}
-	assert(s->nentries == 0 && s->bytes == 0);
-	s->ops->reset_locked(s);
+	atomic_store_explicit(
+		&s->gen,
+		atomic_load_explicit(&s->gen, memory_order_relaxed) + 1,
+		memory_order_release);
+	s->stale_n = s->nentries;
+	s->stale_bytes = s->bytes;
+	s->stale_pos = 0;
 }

@@ -27,7 +27,7 @@
 static struct region_limits default_limits(void)
 {
 	struct region_limits lim = {
-		.max_entries = 1000,
+		.max_entries = 4 * REGION_STRIPE_MIN_ENTRIES, /* 4 stripes */
 		.max_bytes = 1 << 20,
 		.max_value_size = 4096,
 		.nstripes = 4,
@@ -213,9 +213,16 @@ static void test_effective_stripes_give_each_a_useful_share(void **state)
 
 	(void)state;
 	lim.nstripes = 16;
-	lim.max_entries = 5; /* pow2floor(5) = 4 stripes */
+	lim.max_entries = 5; /* fewer than a stripe's worth: 1 stripe */
 	assert_int_equal(region_create("r", &lim, &r), 0);
-	assert_int_equal(stats_of(r).nstripes, 4);
+	assert_int_equal(stats_of(r).nstripes, 1);
+	region_unref(r);
+	/* REGION_STRIPE_MIN_ENTRIES of max_entries per stripe */
+	lim.max_entries = 8 * REGION_STRIPE_MIN_ENTRIES + 1;
+	assert_int_equal(region_create("r", &lim, &r), 0);
+	assert_int_equal(stats_of(r).nstripes, 8);
+	assert_int_equal(stats_of(r).stripe_max_entries,
+			 REGION_STRIPE_MIN_ENTRIES);
 	region_unref(r);
 
 	lim.max_entries = 0;
@@ -266,7 +273,7 @@ static void test_limits_get_and_set(void **state)
 	lim.strategy = REGION_STRATEGY_S3FIFO;
 	assert_int_equal(region_set_limits(r, &lim), -EINVAL);
 	lim.strategy = REGION_STRATEGY_LRU;
-	lim.max_entries = 2; /* would need fewer stripes: recreate */
+	lim.max_entries = 2; /* would leave a stripe without an entry */
 	assert_int_equal(region_set_limits(r, &lim), -EINVAL);
 	lim.max_entries = 500;
 	lim.max_value_size = lim.max_bytes + 1;

@@ -3,7 +3,8 @@
  *
  * These tests look inside (region_int.h) to check what the public API
  * cannot show: how keys spread over stripes, that tables grow, and that
- * every exclusive acquisition drains the LRU access buffer.
+ * every lock acquisition replays the thread's buffered hits, that hits take
+ * no lock, and that tables grow and shrink in bounded steps.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -66,7 +67,7 @@ static void test_table_grows_and_keeps_every_key(void **state)
 		snprintf(key, sizeof(key), "%d", i);
 		put(r, key, strlen(key));
 	}
-	assert_true(r->stripes[0].mask + 1 >= 8192);
+	assert_true(atomic_load(&r->stripes[0].tab)->mask + 1 >= 8192);
 	for (i = 0; i < 10000; i++) {
 		snprintf(key, sizeof(key), "%d", i);
 		hit(r, key, strlen(key));
@@ -134,34 +135,95 @@ static void test_long_keys_differing_in_last_byte(void **state)
 	region_unref(r);
 }
 
-static void test_write_lock_drains_access_buffer(void **state)
+static void test_lock_replays_this_threads_hits(void **state)
 {
 	struct region *r = make(1, 100);
 	struct stripe *s = &r->stripes[0];
+	struct lane *l = &s->lanes[region__tslot()];
 	int i;
 
 	(void)state;
 	put(r, "a", 1);
 	put(r, "b", 1);
-	for (i = 0; i < 10; i++)
+	for (i = 0; i < 3; i++)
 		hit(r, "a", 1);
-	assert_int_equal(atomic_load(&s->abuf_n), 10);
+	/* recorded in this thread's lane, not yet applied */
+	assert_int_equal(atomic_load(&l->n), 3);
 	region_invalidate(r, "zzz", 3, REGION_ORIGIN_LOCAL);
-	assert_int_equal(atomic_load(&s->abuf_n), 0);
+	assert_int_equal(atomic_load(&l->n), 0);
 	/* a was moved to the head: b is now the LRU tail */
 	assert_ptr_equal(
 		rlist_tail(&s->lru),
 		&region__stripe_find(s, region__hash("b", 1), "b", 1)->qnode);
-	/* the reader that fills the buffer drains it (trylock succeeds) */
-	for (i = 0; i < REGION_ABUF_SLOTS; i++)
+	/* the hit that fills the lane replays it (trylock succeeds) */
+	for (i = 0; i < REGION_LANE_RECS; i++)
 		hit(r, "b", 1);
-	assert_int_equal(atomic_load(&s->abuf_n), 0);
+	assert_int_equal(atomic_load(&l->n), 0);
+	assert_ptr_equal(
+		rlist_tail(&s->lru),
+		&region__stripe_find(s, region__hash("a", 1), "a", 1)->qnode);
+	region_unref(r);
+}
+
+static void test_hits_take_no_lock(void **state)
+{
+	struct region *r = make(1, 100);
+	struct stripe *s = &r->stripes[0];
+	struct region_value *v;
+	struct region_flight *fl;
+
+	(void)state;
+	put(r, "a", 1);
+	/* a writer holds the stripe: a hit must still be served */
+	pthread_mutex_lock(&s->lock);
+	assert_int_equal(region_get(r, "a", 1, &v, &fl), REGION_HIT);
+	region_value_unref(v);
+	pthread_mutex_unlock(&s->lock);
+	region_unref(r);
+}
+
+static void test_growth_and_shrink_are_incremental(void **state)
+{
+	struct region *r = make(1, 0);
+	struct stripe *s = &r->stripes[0];
+	struct region_stats st;
+	char key[16];
+	int i;
+
+	(void)state;
+	for (i = 0; i < 100000; i++) {
+		snprintf(key, sizeof(key), "%d", i);
+		put(r, key, strlen(key));
+		if (i % 997 == 0) /* every key stays findable mid-migration */
+			hit(r, "0", 1);
+	}
+	for (i = 0; i < 100000; i++) {
+		snprintf(key, sizeof(key), "%d", i);
+		if (i % 10)
+			region_invalidate(r, key, strlen(key),
+					  REGION_ORIGIN_LOCAL);
+	}
+	/* installs and the sweep shrink the table in bounded steps */
+	for (i = 0; i < 200; i++)
+		region_sweep(r, 4096);
+	put(r, "fresh", 5);
+	for (i = 0; i < 200; i++)
+		region_sweep(r, 4096);
+	for (i = 0; i < 100000; i += 10) {
+		snprintf(key, sizeof(key), "%d", i);
+		hit(r, key, strlen(key));
+	}
+	assert_true(atomic_load(&s->tab)->mask + 1 < 65536);
+	region_stats(r, &st);
+	assert_int_equal(st.entries, 10001);
+	assert_in_range(st.max_examined_per_hold, 1, REGION_SWEEP_BATCH + 64);
 	region_unref(r);
 }
 
 static void test_invalidate_all_empties_every_stripe(void **state)
 {
 	struct region *r = make(8, 0);
+	struct region_stats st;
 	char key[16];
 	unsigned i;
 
@@ -171,6 +233,15 @@ static void test_invalidate_all_empties_every_stripe(void **state)
 		put(r, key, strlen(key));
 	}
 	region_invalidate_all(r, REGION_ORIGIN_LOCAL);
+	/* O(1): nothing is visible at once, and the sweep reclaims it */
+	for (i = 0; i < 500; i++) {
+		snprintf(key, sizeof(key), "%u", i);
+		assert_false(region_contains(r, key, strlen(key)));
+	}
+	region_stats(r, &st);
+	assert_int_equal(st.entries, 0);
+	assert_int_equal(st.bytes, 0);
+	region_sweep(r, 100000);
 	for (i = 0; i < r->nstripes; i++) {
 		assert_int_equal(r->stripes[i].nentries, 0);
 		assert_int_equal(r->stripes[i].bytes, 0);
@@ -188,7 +259,9 @@ int main(void)
 		cmocka_unit_test(test_keys_spread_over_stripes),
 		cmocka_unit_test(test_hash_sees_every_byte),
 		cmocka_unit_test(test_long_keys_differing_in_last_byte),
-		cmocka_unit_test(test_write_lock_drains_access_buffer),
+		cmocka_unit_test(test_lock_replays_this_threads_hits),
+		cmocka_unit_test(test_hits_take_no_lock),
+		cmocka_unit_test(test_growth_and_shrink_are_incremental),
 		cmocka_unit_test(test_invalidate_all_empties_every_stripe),
 	};
 

@@ -1,0 +1,240 @@
+/*
+ * epoch.c - epoch-based reclamation for the lock-free read path, and the
+ * per-thread value reference cache.
+ *
+ * Readers (region_get, region_contains) walk a stripe's hash chains
+ * without a lock. Writers unlink entries under the stripe lock and retire
+ * them; a retired entry (or table) is freed only once no reader can still
+ * be looking at it. The classic three-epoch scheme (Fraser, "Practical
+ * lock-freedom", 2004; as in crossbeam-epoch):
+ * - one global epoch E;
+ * - each thread has a record (on its own cache line) holding 0 when
+ *   outside a read section, or (epoch << 1) | 1 when inside one. Entering
+ *   publishes the epoch with a sequentially consistent exchange on the
+ *   thread's own line: no cache line shared with other readers is written.
+ *   (The asymmetric alternative, a plain store here and membarrier() in
+ *   the writer as in liburcu's "memb" flavour, was tried: on our VM one
+ *   membarrier() costs ~30 us of IPIs, and rate-limiting it made the
+ *   retired batches large and cold, which cost more than the exchange);
+ * - E advances to E + 1 only when every thread inside a section entered
+ *   at E (region__epoch_try_advance(), called by writers, scanning the
+ *   records);
+ * - something unlinked while E was e may still be seen by sections that
+ *   entered at e or e - 1, so it is freed once E >= e + 2.
+ * Records are allocated on a thread's first section, kept in one global
+ * list forever and reused after the thread exits (a key destructor marks
+ * them free), so the scan never races with a free.
+ *
+ * The value reference cache. A hit hands out a value reference, and one
+ * atomic increment per hit on the value's count is exactly the shared
+ * read-modify-write that makes hot keys bounce between cores. So each
+ * thread keeps a small direct-mapped cache of values it has recently
+ * handed out; for each it holds VREF_BIAS references in the shared count,
+ * taken with one atomic add, and counts locally how many of them it has
+ * handed out (used). A hit on a cached value increments used; an unref by
+ * the same thread of a cached value decrements it. An unref by another
+ * thread is a plain atomic decrement, which consumes part of the holder's
+ * bias. When a slot is replaced (or the thread exits) the thread returns
+ * the bias it has not handed out: VREF_BIAS - used. So the shared count is
+ * always true_count + sum over caching threads of (VREF_BIAS - used), and
+ * since used stays below VREF_BIAS it cannot reach zero while any thread
+ * caches the value. Only values up to VREF_MAX_LEN bytes are cached, and a
+ * thread caches at most VREF_SLOTS of them, which bounds what an idle
+ * thread keeps alive after their entries left the cache (documented in
+ * region.h).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "region_int.h"
+
+struct epoch_rec {
+	alignas(REGION_CACHELINE) atomic_uint_fast64_t state;
+	atomic_bool in_use;
+	struct epoch_rec *next; /* immutable once published */
+	unsigned depth;		/* owner thread only */
+};
+
+static atomic_uint_fast64_t global_epoch = 2;
+static atomic_uint nrecs; /* records ever allocated */
+static _Atomic(struct epoch_rec *) recs;
+static pthread_mutex_t recs_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t thread_key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static __thread struct epoch_rec *my_rec
+	__attribute__((tls_model("initial-exec")));
+
+#define VREF_SLOTS   16
+#define VREF_BIAS    (1u << 20)
+#define VREF_MAX_LEN 4096
+
+struct vref_slot {
+	struct region_value *v;
+	uint32_t used;
+};
+
+static __thread struct vref_slot vcache[VREF_SLOTS]
+	__attribute__((tls_model("initial-exec")));
+static __thread unsigned vcache_tick __attribute__((tls_model("initial-exec")));
+
+static void vcache_flush(void);
+
+static void thread_exit(void *arg)
+{
+	struct epoch_rec *rec = arg;
+
+	vcache_flush();
+	if (rec) {
+		atomic_store_explicit(&rec->state, 0, memory_order_release);
+		atomic_store_explicit(&rec->in_use, false,
+				      memory_order_release);
+	}
+	my_rec = NULL;
+}
+
+static void key_init(void)
+{
+	pthread_key_create(&thread_key, thread_exit);
+}
+
+static struct epoch_rec *rec_acquire(void)
+{
+	struct epoch_rec *rec;
+
+	pthread_once(&key_once, key_init);
+	pthread_mutex_lock(&recs_mu);
+	for (rec = atomic_load(&recs); rec; rec = rec->next) {
+		if (!atomic_load(&rec->in_use))
+			break;
+	}
+	if (!rec) {
+		rec = aligned_alloc(REGION_CACHELINE, sizeof(*rec));
+		if (!rec)
+			abort(); /* a few bytes once per thread */
+		atomic_init(&rec->state, 0);
+		rec->next = atomic_load(&recs);
+		atomic_init(&rec->in_use, true);
+		atomic_store(&recs, rec);
+		atomic_fetch_add(&nrecs, 1);
+	}
+	atomic_store(&rec->in_use, true);
+	rec->depth = 0;
+	pthread_mutex_unlock(&recs_mu);
+	pthread_setspecific(thread_key, rec);
+	my_rec = rec;
+	return rec;
+}
+
+void region__epoch_enter(void)
+{
+	struct epoch_rec *rec = my_rec;
+
+	if (region__unlikely(!rec))
+		rec = rec_acquire();
+	if (rec->depth++ == 0) {
+		uint64_t e = atomic_load_explicit(&global_epoch,
+						  memory_order_relaxed);
+
+		/* the publication is ordered before our loads */
+		atomic_exchange_explicit(&rec->state, (e << 1) | 1,
+					 memory_order_seq_cst);
+	}
+}
+
+void region__epoch_exit(void)
+{
+	struct epoch_rec *rec = my_rec;
+
+	if (--rec->depth == 0)
+		atomic_store_explicit(&rec->state, 0, memory_order_release);
+}
+
+uint64_t region__epoch_now(void)
+{
+	return atomic_load_explicit(&global_epoch, memory_order_seq_cst);
+}
+
+unsigned region__epoch_nthreads(void)
+{
+	return atomic_load_explicit(&nrecs, memory_order_relaxed);
+}
+
+uint64_t region__epoch_try_advance(void)
+{
+	struct epoch_rec *rec;
+	uint64_t e = atomic_load_explicit(&global_epoch, memory_order_seq_cst);
+
+	for (rec = atomic_load_explicit(&recs, memory_order_acquire); rec;
+	     rec = rec->next) {
+		uint64_t st =
+			atomic_load_explicit(&rec->state, memory_order_seq_cst);
+
+		if ((st & 1) && (st >> 1) != e)
+			return e; /* a section from an older epoch */
+	}
+	atomic_compare_exchange_strong(&global_epoch, &e, e + 1);
+	return atomic_load_explicit(&global_epoch, memory_order_seq_cst);
+}
+
+/* ---- the value reference cache ----------------------------------------- */
+
+static inline struct vref_slot *vslot_of(const struct region_value *v)
+{
+	uintptr_t x = (uintptr_t)v;
+
+	return &vcache[((x >> 4) ^ (x >> 12)) & (VREF_SLOTS - 1)];
+}
+
+static void vslot_release(struct vref_slot *sl)
+{
+	struct region_value *v = sl->v;
+	unsigned give = VREF_BIAS - sl->used;
+
+	sl->v = NULL;
+	sl->used = 0;
+	if (atomic_fetch_sub_explicit(&v->refs, give, memory_order_acq_rel) ==
+	    give)
+		region__value_free(v);
+}
+
+static void vcache_flush(void)
+{
+	unsigned i;
+
+	for (i = 0; i < VREF_SLOTS; i++) {
+		if (vcache[i].v)
+			vslot_release(&vcache[i]);
+	}
+}
+
+struct region_value *region__value_ref_hit(struct region_value *v)
+{
+	struct vref_slot *sl = vslot_of(v);
+
+	if (region__likely(sl->v == v && sl->used < VREF_BIAS - 1)) {
+		sl->used++;
+		return v;
+	}
+	if (v->len > VREF_MAX_LEN || sl->v == v ||
+	    (sl->v && (++vcache_tick & 7) != 0))
+		return region__value_ref(v); /* no slot: a plain reference */
+	if (region__unlikely(!my_rec))
+		rec_acquire(); /* the key destructor returns the biases */
+	if (sl->v)
+		vslot_release(sl);
+	atomic_fetch_add_explicit(&v->refs, VREF_BIAS, memory_order_relaxed);
+	sl->v = v;
+	sl->used = 1;
+	return v;
+}
+
+bool region__value_unref_cached(struct region_value *v)
+{
+	struct vref_slot *sl = vslot_of(v);
+
+	if (sl->v == v && sl->used > 0) {
+		sl->used--;
+		return true;
+	}
+	return false;
+}
