@@ -41,8 +41,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	for (i = 0; i < c->nregions; i++) {
-		size_t n = config_format_region(&c->regions[i], buf,
-						sizeof(buf));
+		size_t n =
+			config_format_region(&c->regions[i], buf, sizeof(buf));
 		size_t o = 0;
 		char *line = buf, *nl;
 
