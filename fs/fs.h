@@ -347,20 +347,11 @@ uint64_t rfs_feed__cursor(bool *have);
  * per-thread slots so that hot counters never share a cache line between
  * threads (seed 003), and summed by rfs_counters_sum().
  */
+#define RFS_CTR_ENUM(src, id, ...)    RFS_CTR_ENUM_##src(id)
+#define RFS_CTR_ENUM_RFS_SRC_SLOT(id) id,
+#define RFS_CTR_ENUM_RFS_SRC_OTHER(id)
 enum rfs_ctr {
-	RFS_C_LOOKUPS = 0,
-	RFS_C_OPENS,
-	RFS_C_READS,
-	RFS_C_READ_BYTES,
-	RFS_C_WRITES,
-	RFS_C_WRITE_BYTES,
-	RFS_C_COMMITS,
-	RFS_C_COMMIT_ERRORS,
-	RFS_C_UNLINKS,
-	RFS_C_RENAMES,
-	RFS_C_READDIRS,
-	RFS_C_ERRORS,
-	RFS_C_OPEN_HANDLES, /* gauge: +1/-1 */
+	RFS_COUNTERS(RFS_CTR_ENUM) /* the RFS_SRC_SLOT ones, in list order */
 	RFS_C_NR,
 };
 

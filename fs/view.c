@@ -13,19 +13,12 @@
 void rfs_counters_sum(struct rfs_counters *out)
 {
 	memset(out, 0, sizeof(*out));
-	out->lookups = rfs_counter(RFS_C_LOOKUPS);
-	out->opens = rfs_counter(RFS_C_OPENS);
-	out->reads = rfs_counter(RFS_C_READS);
-	out->read_bytes = rfs_counter(RFS_C_READ_BYTES);
-	out->writes = rfs_counter(RFS_C_WRITES);
-	out->write_bytes = rfs_counter(RFS_C_WRITE_BYTES);
-	out->commits = rfs_counter(RFS_C_COMMITS);
-	out->commit_errors = rfs_counter(RFS_C_COMMIT_ERRORS);
-	out->unlinks = rfs_counter(RFS_C_UNLINKS);
-	out->renames = rfs_counter(RFS_C_RENAMES);
-	out->readdirs = rfs_counter(RFS_C_READDIRS);
-	out->errors = rfs_counter(RFS_C_ERRORS);
-	out->open_handles = rfs_counter(RFS_C_OPEN_HANDLES);
+#define SUM_SLOT(src, id, field, ...)	 SUM_SLOT_##src(id, field)
+#define SUM_SLOT_RFS_SRC_SLOT(id, field) out->field = rfs_counter(id);
+#define SUM_SLOT_RFS_SRC_OTHER(id, field)
+	RFS_COUNTERS(SUM_SLOT)
+#undef SUM_SLOT
+	/* the RFS_SRC_OTHER ones, from their owners */
 	out->inodes = rfs_inode_count();
 	out->config_reloads = atomic_load(&rfs.reloads);
 	out->config_failures = atomic_load(&rfs.reload_failures);

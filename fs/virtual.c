@@ -236,7 +236,7 @@ static void rsnap_add(struct rsnap *a, const struct rsnap *b)
 	}
 }
 
-/* ---- the numbers of regions/ and store/ ---------------------------------- */
+/* ---- the numbers of fs/, regions/ and store/ -------------------------- */
 
 /* One number of struct region_stats (REGION_STATS in region.h). */
 struct region_field {
@@ -303,6 +303,23 @@ static const struct store_field {
 };
 
 #define NSTORE_FIELDS (sizeof(store_fields) / sizeof(store_fields[0]))
+
+/* One number of struct rfs_counters (RFS_COUNTERS in virtual.h). */
+static const struct rfs_field {
+	size_t off;	  /* offsetof(struct rfs_counters, field) */
+	int type;	  /* enum rfs_counter_type */
+	int unit;	  /* enum rfs_counter_unit */
+	const char *line; /* stats line */
+	const char *prom; /* metrics.prom family */
+	const char *help;
+} rfs_fields[] = {
+#define RFS_FIELD(src, id, field, type, unit, line, prom, help)                \
+	{offsetof(struct rfs_counters, field), type, unit, line, prom, help},
+	RFS_COUNTERS(RFS_FIELD)
+#undef RFS_FIELD
+};
+
+#define NRFS_FIELDS (sizeof(rfs_fields) / sizeof(rfs_fields[0]))
 
 /* The uint64_t at byte offset off of base. */
 static uint64_t u64_at(const void *base, size_t off)
@@ -384,29 +401,8 @@ static void render_region_stats(struct outbuf *o, const struct rfs_view *v,
 
 static void put_counters(struct outbuf *o, const struct rfs_counters *c)
 {
-	put_u64(o, "lookups", c->lookups);
-	put_u64(o, "opens", c->opens);
-	put_u64(o, "reads", c->reads);
-	put_u64(o, "read_bytes", c->read_bytes);
-	put_u64(o, "writes", c->writes);
-	put_u64(o, "write_bytes", c->write_bytes);
-	put_u64(o, "commits", c->commits);
-	put_u64(o, "commit_errors", c->commit_errors);
-	put_u64(o, "unlinks", c->unlinks);
-	put_u64(o, "renames", c->renames);
-	put_u64(o, "readdirs", c->readdirs);
-	put_u64(o, "errors", c->errors);
-	put_u64(o, "open_handles", c->open_handles);
-	put_u64(o, "inodes", c->inodes);
-	put_u64(o, "feed_changes", c->feed_changes);
-	put_u64(o, "feed_lag_ms", c->feed_lag_ms);
-	put_u64(o, "feed_poll_age_ms", c->feed_poll_age_ms);
-	put_u64(o, "config_reloads", c->config_reloads);
-	put_u64(o, "config_failures", c->config_failures);
-	put_u64(o, "memory_values_bytes", c->mem_values_bytes);
-	put_u64(o, "memory_write_buffer_bytes", c->mem_wbuf_bytes);
-	put_u64(o, "memory_limit_bytes", c->mem_limit_bytes);
-	put_u64(o, "memory_refusals", c->mem_refusals);
+	for (size_t i = 0; i < NRFS_FIELDS; i++)
+		put_u64(o, rfs_fields[i].line, u64_at(c, rfs_fields[i].off));
 }
 
 static void put_store(struct outbuf *o, const struct store_stats *s)
@@ -647,89 +643,29 @@ static void prom_daemon_info(struct outbuf *o, const struct rfs_view *v)
 		 "1 if the last configuration load succeeded, else 0.", ok);
 }
 
-/* One daemon-level counter or gauge taken from struct rfs_counters. */
-struct prom_daemon_metric {
-	const char *name;
-	const char *type;
-	const char *help;
-	size_t off; /* offsetof(struct rfs_counters, ...) */
-};
-
-#define RC(field) offsetof(struct rfs_counters, field)
-
-static const struct prom_daemon_metric prom_daemon_metrics[] = {
-	{"regionfs_lookups_total", "counter", "LOOKUP requests.", RC(lookups)},
-	{"regionfs_opens_total", "counter", "Opens and creates of key files.",
-	 RC(opens)},
-	{"regionfs_reads_total", "counter", "READ requests on key files.",
-	 RC(reads)},
-	{"regionfs_read_bytes_total", "counter",
-	 "Bytes returned by READ requests on key files.", RC(read_bytes)},
-	{"regionfs_writes_total", "counter", "WRITE requests on key files.",
-	 RC(writes)},
-	{"regionfs_write_bytes_total", "counter",
-	 "Bytes accepted by WRITE requests on key files.", RC(write_bytes)},
-	{"regionfs_commits_total", "counter",
-	 "Values committed by close or fsync.", RC(commits)},
-	{"regionfs_commit_errors_total", "counter",
-	 "Commits that failed (the error was returned to the caller).",
-	 RC(commit_errors)},
-	{"regionfs_unlinks_total", "counter", "Keys removed.", RC(unlinks)},
-	{"regionfs_renames_total", "counter", "Keys renamed.", RC(renames)},
-	{"regionfs_readdirs_total", "counter", "READDIR requests.",
-	 RC(readdirs)},
-	{"regionfs_errors_total", "counter", "Requests answered with an error.",
-	 RC(errors)},
-	{"regionfs_open_handles", "gauge", "Open key and virtual files.",
-	 RC(open_handles)},
-	{"regionfs_inodes", "gauge", "Inodes the kernel holds.", RC(inodes)},
-	{"regionfs_feed_changes_total", "counter",
-	 "Outside changes applied from the change feed.", RC(feed_changes)},
-	{"regionfs_config_reloads_total", "counter",
-	 "Configuration reloads applied.", RC(config_reloads)},
-	{"regionfs_config_reload_failures_total", "counter",
-	 "Configuration reloads refused (the old configuration kept running).",
-	 RC(config_failures)},
-	{"regionfs_memory_values_bytes", "gauge",
-	 "Bytes of all values in memory: cached, or pinned by open files.",
-	 RC(mem_values_bytes)},
-	{"regionfs_memory_write_buffer_bytes", "gauge",
-	 "Bytes of the write buffers of files open for writing.",
-	 RC(mem_wbuf_bytes)},
-	{"regionfs_memory_limit_bytes", "gauge",
-	 "The global memory limit (-o max_memory); 0: none.",
-	 RC(mem_limit_bytes)},
-	{"regionfs_memory_refusals_total", "counter",
-	 "Loads and writes refused with ENOMEM by the global memory limit.",
-	 RC(mem_refusals)},
-};
-
 static void prom_daemon(struct outbuf *o, const struct rfs_view *v)
 {
-	size_t n = sizeof(prom_daemon_metrics) / sizeof(prom_daemon_metrics[0]);
 	const struct store_stats *s = &v->store;
 	const char *name;
 
-	for (size_t m = 0; m < n; m++) {
-		const struct prom_daemon_metric *pm = &prom_daemon_metrics[m];
-		uint64_t val;
+	/* the plain families, then the ones in seconds */
+	for (int ms = 0; ms < 2; ms++) {
+		for (size_t m = 0; m < NRFS_FIELDS; m++) {
+			const struct rfs_field *f = &rfs_fields[m];
+			uint64_t val = u64_at(&v->counters, f->off);
+			const char *type =
+				f->type == RFS_GAUGE ? "gauge" : "counter";
 
-		memcpy(&val, (const char *)&v->counters + pm->off, sizeof(val));
-		prom_u64(o, pm->name, pm->type, pm->help, val);
+			if ((f->unit == RFS_UNIT_MS) != ms)
+				continue;
+			prom_family(o, f->prom, type, f->help);
+			if (ms)
+				out_printf(o, "%s %" PRIu64 ".%03" PRIu64 "\n",
+					   f->prom, val / 1000u, val % 1000u);
+			else
+				out_printf(o, "%s %" PRIu64 "\n", f->prom, val);
+		}
 	}
-	name = "regionfs_feed_lag_seconds";
-	prom_family(o, name, "gauge",
-		    "Age of the newest change applied from the change feed.");
-	out_printf(o, "%s %" PRIu64 ".%03" PRIu64 "\n", name,
-		   v->counters.feed_lag_ms / 1000u,
-		   v->counters.feed_lag_ms % 1000u);
-	name = "regionfs_feed_poll_age_seconds";
-	prom_family(
-		o, name, "gauge",
-		"Time since the change feed last finished a complete poll.");
-	out_printf(o, "%s %" PRIu64 ".%03" PRIu64 "\n", name,
-		   v->counters.feed_poll_age_ms / 1000u,
-		   v->counters.feed_poll_age_ms % 1000u);
 	for (size_t m = 0; m < NSTORE_FIELDS; m++) {
 		const struct store_field *f = &store_fields[m];
 		uint64_t val = u64_at(s, f->off);

@@ -22,31 +22,109 @@
 #include "region.h"
 #include "store.h"
 
+/*
+ * Every counter and gauge of the daemon itself, defined once: struct
+ * rfs_counters, the per-thread slots of state.c (enum rfs_ctr), their sum
+ * (view.c), the global stats lines and metrics.prom families (virtual.c)
+ * and the check against doc/stats.md (tests/integration/test_virtual.c)
+ * are generated from this list, in its order.
+ *
+ * X(src, ID, field, type, unit, line, prom, help):
+ *   src    RFS_SRC_SLOT: counted with rfs_count(ID, n) into per-thread
+ *          slots; RFS_SRC_OTHER: read from its owner by rfs_counters_sum()
+ *   ID     the enum rfs_ctr index of a SLOT number, else NONE
+ *   field  the field of struct rfs_counters (uint64_t)
+ *   type   RFS_COUNTER or RFS_GAUGE
+ *   unit   RFS_UNIT_COUNT, or RFS_UNIT_MS (milliseconds: metrics.prom
+ *          shows seconds with three decimals, after the other families)
+ *   line   its line in the global stats file
+ *   prom   its metrics.prom family
+ *   help   the family's HELP text
+ */
+#define RFS_COUNTERS(X)                                                        \
+	X(RFS_SRC_SLOT, RFS_C_LOOKUPS, lookups, RFS_COUNTER, RFS_UNIT_COUNT,   \
+	  "lookups", "regionfs_lookups_total", "LOOKUP requests.")             \
+	X(RFS_SRC_SLOT, RFS_C_OPENS, opens, RFS_COUNTER, RFS_UNIT_COUNT,       \
+	  "opens", "regionfs_opens_total", "Opens and creates of key files.")  \
+	X(RFS_SRC_SLOT, RFS_C_READS, reads, RFS_COUNTER, RFS_UNIT_COUNT,       \
+	  "reads", "regionfs_reads_total", "READ requests on key files.")      \
+	X(RFS_SRC_SLOT, RFS_C_READ_BYTES, read_bytes, RFS_COUNTER,             \
+	  RFS_UNIT_COUNT, "read_bytes", "regionfs_read_bytes_total",           \
+	  "Bytes returned by READ requests on key files.")                     \
+	X(RFS_SRC_SLOT, RFS_C_WRITES, writes, RFS_COUNTER, RFS_UNIT_COUNT,     \
+	  "writes", "regionfs_writes_total", "WRITE requests on key files.")   \
+	X(RFS_SRC_SLOT, RFS_C_WRITE_BYTES, write_bytes, RFS_COUNTER,           \
+	  RFS_UNIT_COUNT, "write_bytes", "regionfs_write_bytes_total",         \
+	  "Bytes accepted by WRITE requests on key files.")                    \
+	X(RFS_SRC_SLOT, RFS_C_COMMITS, commits, RFS_COUNTER, RFS_UNIT_COUNT,   \
+	  "commits", "regionfs_commits_total",                                 \
+	  "Values committed by close or fsync.")                               \
+	X(RFS_SRC_SLOT, RFS_C_COMMIT_ERRORS, commit_errors, RFS_COUNTER,       \
+	  RFS_UNIT_COUNT, "commit_errors", "regionfs_commit_errors_total",     \
+	  "Commits that failed (the error was returned to the caller).")       \
+	X(RFS_SRC_SLOT, RFS_C_UNLINKS, unlinks, RFS_COUNTER, RFS_UNIT_COUNT,   \
+	  "unlinks", "regionfs_unlinks_total", "Keys removed.")                \
+	X(RFS_SRC_SLOT, RFS_C_RENAMES, renames, RFS_COUNTER, RFS_UNIT_COUNT,   \
+	  "renames", "regionfs_renames_total", "Keys renamed.")                \
+	X(RFS_SRC_SLOT, RFS_C_READDIRS, readdirs, RFS_COUNTER, RFS_UNIT_COUNT, \
+	  "readdirs", "regionfs_readdirs_total", "READDIR requests.")          \
+	X(RFS_SRC_SLOT, RFS_C_ERRORS, errors, RFS_COUNTER, RFS_UNIT_COUNT,     \
+	  "errors", "regionfs_errors_total",                                   \
+	  "Requests answered with an error.")                                  \
+	X(RFS_SRC_SLOT, RFS_C_OPEN_HANDLES, open_handles, RFS_GAUGE,           \
+	  RFS_UNIT_COUNT, "open_handles", "regionfs_open_handles",             \
+	  "Open key and virtual files.")                                       \
+	X(RFS_SRC_OTHER, NONE, inodes, RFS_GAUGE, RFS_UNIT_COUNT, "inodes",    \
+	  "regionfs_inodes", "Inodes the kernel holds.")                       \
+	X(RFS_SRC_OTHER, NONE, feed_changes, RFS_COUNTER, RFS_UNIT_COUNT,      \
+	  "feed_changes", "regionfs_feed_changes_total",                       \
+	  "Outside changes applied from the change feed.")                     \
+	X(RFS_SRC_OTHER, NONE, feed_lag_ms, RFS_GAUGE, RFS_UNIT_MS,            \
+	  "feed_lag_ms", "regionfs_feed_lag_seconds",                          \
+	  "Age of the newest change applied from the change feed.")            \
+	X(RFS_SRC_OTHER, NONE, feed_poll_age_ms, RFS_GAUGE, RFS_UNIT_MS,       \
+	  "feed_poll_age_ms", "regionfs_feed_poll_age_seconds",                \
+	  "Time since the change feed last finished a complete poll.")         \
+	X(RFS_SRC_OTHER, NONE, config_reloads, RFS_COUNTER, RFS_UNIT_COUNT,    \
+	  "config_reloads", "regionfs_config_reloads_total",                   \
+	  "Configuration reloads applied.")                                    \
+	X(RFS_SRC_OTHER, NONE, config_failures, RFS_COUNTER, RFS_UNIT_COUNT,   \
+	  "config_failures", "regionfs_config_reload_failures_total",          \
+	  "Configuration reloads refused (the old configuration kept "         \
+	  "running).")                                                         \
+	X(RFS_SRC_OTHER, NONE, mem_values_bytes, RFS_GAUGE, RFS_UNIT_COUNT,    \
+	  "memory_values_bytes", "regionfs_memory_values_bytes",               \
+	  "Bytes of all values in memory: cached, or pinned by open files.")   \
+	X(RFS_SRC_OTHER, NONE, mem_wbuf_bytes, RFS_GAUGE, RFS_UNIT_COUNT,      \
+	  "memory_write_buffer_bytes", "regionfs_memory_write_buffer_bytes",   \
+	  "Bytes of the write buffers of files open for writing.")             \
+	X(RFS_SRC_OTHER, NONE, mem_limit_bytes, RFS_GAUGE, RFS_UNIT_COUNT,     \
+	  "memory_limit_bytes", "regionfs_memory_limit_bytes",                 \
+	  "The global memory limit (-o max_memory); 0: none.")                 \
+	X(RFS_SRC_OTHER, NONE, mem_refusals, RFS_COUNTER, RFS_UNIT_COUNT,      \
+	  "memory_refusals", "regionfs_memory_refusals_total",                 \
+	  "Loads and writes refused with ENOMEM by the global memory limit.")
+
+enum rfs_counter_src {
+	RFS_SRC_SLOT,
+	RFS_SRC_OTHER,
+};
+
+enum rfs_counter_type {
+	RFS_COUNTER,
+	RFS_GAUGE,
+};
+
+enum rfs_counter_unit {
+	RFS_UNIT_COUNT,
+	RFS_UNIT_MS,
+};
+
 /* The daemon's own counters and gauges, summed at snapshot time. */
 struct rfs_counters {
-	uint64_t lookups;	   /* LOOKUP requests */
-	uint64_t opens;		   /* OPEN/CREATE of key files */
-	uint64_t reads;		   /* READ requests on key files */
-	uint64_t read_bytes;	   /* bytes returned by those */
-	uint64_t writes;	   /* WRITE requests on key files */
-	uint64_t write_bytes;	   /* bytes accepted by those */
-	uint64_t commits;	   /* values committed by close/fsync */
-	uint64_t commit_errors;	   /* commits that failed (error returned) */
-	uint64_t unlinks;	   /* keys removed */
-	uint64_t renames;	   /* keys renamed */
-	uint64_t readdirs;	   /* READDIR requests */
-	uint64_t errors;	   /* requests answered with an error */
-	uint64_t open_handles;	   /* gauge: open key and virtual files */
-	uint64_t inodes;	   /* gauge: inodes the kernel holds */
-	uint64_t feed_changes;	   /* outside changes applied (change feed) */
-	uint64_t feed_lag_ms;	   /* gauge: age of the newest applied change */
-	uint64_t feed_poll_age_ms; /* gauge: since the feed's last full pass */
-	uint64_t config_reloads;   /* successful reloads */
-	uint64_t config_failures;  /* refused reloads */
-	uint64_t mem_values_bytes; /* gauge: live values, cached or pinned */
-	uint64_t mem_wbuf_bytes;   /* gauge: write buffers of open files */
-	uint64_t mem_limit_bytes;  /* -o max_memory; 0: none */
-	uint64_t mem_refusals;	   /* loads/writes refused by that limit */
+#define RFS_COUNTERS_FIELD(src, id, field, ...) uint64_t field;
+	RFS_COUNTERS(RFS_COUNTERS_FIELD)
+#undef RFS_COUNTERS_FIELD
 };
 
 struct rfs_region_view {

@@ -672,7 +672,10 @@ static bool region_src_is_gauge(int src)
 	return src == REGION_SRC_STRIPE || src == REGION_SRC_REGION;
 }
 
-/* Generated from REGION_STATS and STORE_STATS: a new number needs a row. */
+/*
+ * Generated from RFS_COUNTERS, REGION_STATS and STORE_STATS: a new number
+ * needs a row.
+ */
 static void test_every_number_is_documented(void **state)
 {
 	char *doc = read_doc();
@@ -699,6 +702,15 @@ static void test_every_number_is_documented(void **state)
 	} while (0);
 	STORE_STATS(CHECK_STORE)
 #undef CHECK_STORE
+#define CHECK_FS(src, id, field, type, unit, line, prom, help)                 \
+	do {                                                                   \
+		const char *t = (type) == RFS_GAUGE ? "gauge" : "counter";     \
+                                                                               \
+		assert_doc_line(doc, line, t);                                 \
+		assert_doc_metric(doc, prom, t, line, NULL);                   \
+	} while (0);
+	RFS_COUNTERS(CHECK_FS)
+#undef CHECK_FS
 	/* the sums fs/virtual.c adds after the members of a family */
 	assert_doc_line(doc, "invalidations", "counter");
 	assert_doc_line(doc, "evictions", "counter");
