@@ -33,6 +33,9 @@ static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 /* ---- messages ------------------------------------------------------- */
 
 static void vwarn(const char *fmt, va_list ap)
+	__attribute__((format(printf, 1, 0)));
+
+static void vwarn(const char *fmt, va_list ap)
 {
 	char line[2048];
 
