@@ -78,7 +78,6 @@ struct worker {
 	pthread_t tid;
 };
 
-
 /* ---- the workload -------------------------------------------------------- */
 
 static void fill(char *buf, size_t size, unsigned key, unsigned gen)
@@ -283,8 +282,7 @@ static void usage(void)
 	exit(2);
 }
 
-static unsigned long number(const char *s, unsigned long lo,
-			    unsigned long hi)
+static unsigned long number(const char *s, unsigned long lo, unsigned long hi)
 {
 	char *end;
 	unsigned long v = strtoul(s, &end, 10);
@@ -296,8 +294,8 @@ static unsigned long number(const char *s, unsigned long lo,
 
 int main(int argc, char **argv)
 {
-	struct bench b = {.nvalues = 10000, .size = 1024, .nthreads = 1,
-			  .nreaddirs = 1};
+	struct bench b = {
+		.nvalues = 10000, .size = 1024, .nthreads = 1, .nreaddirs = 1};
 	double rate[NPHASES];
 	int opt;
 

@@ -882,7 +882,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_miss_loads_then_hits,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
-			test_peek_returns_value_without_access, setup, teardown),
+			test_peek_returns_value_without_access, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(test_bad_keys_are_refused,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keys_are_bytes, setup,
