@@ -65,6 +65,7 @@ build=${1:-build}
 export REGIONFS=${REGIONFS:-$build/fs/regionfs}
 BENCH_FS=${BENCH_FS:-$build/tests/bench/bench_fs}
 
+# shellcheck source=tests/common/harness.sh
 . "$here/../common/harness.sh"
 
 [ -x "$BENCH_FS" ] || rfs_fail "$BENCH_FS is not built"
