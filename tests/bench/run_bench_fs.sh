@@ -60,7 +60,7 @@ while getopts "n:s:t:r:d:h" opt; do
 	r) reps=$OPTARG ;;
 	d) readdirs=$OPTARG ;;
 	*)
-		sed -n '3,50p' "$0" | sed 's/^# \{0,1\}//' >&2
+		sed -n '3,51p' "$0" | sed 's/^# \{0,1\}//' >&2
 		exit 2
 		;;
 	esac
