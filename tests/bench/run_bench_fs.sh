@@ -19,7 +19,9 @@
 #                   the repository, e.g. from Debian's fuse3 source
 #                   package); when set, it is a third case, passing through
 #                   a directory on a private tmpfs, with its default options
-#                   (default cache mode, multi-threaded)
+#                   (default cache mode, multi-threaded); it keeps a file
+#                   descriptor per key, so VALUES must stay 256 below the
+#                   hard limit of open files (ulimit -Hn)
 #   REGIONFS, BENCH_FS  override the daemon and the benchmark program
 #   RFS_KEEP=1      keep the temporary directory (per-run logs, results)
 #
@@ -60,7 +62,7 @@ while getopts "n:s:t:r:d:h" opt; do
 	r) reps=$OPTARG ;;
 	d) readdirs=$OPTARG ;;
 	*)
-		sed -n '3,51p' "$0" | sed 's/^# \{0,1\}//' >&2
+		sed -n '3,53p' "$0" | sed 's/^# \{0,1\}//' >&2
 		exit 2
 		;;
 	esac
@@ -79,6 +81,11 @@ cases="tmpfs regionfs"
 if [ -n "${PASSTHROUGH_HP:-}" ]; then
 	[ -x "$PASSTHROUGH_HP" ] || rfs_fail "PASSTHROUGH_HP=$PASSTHROUGH_HP is not executable"
 	cases="$cases passthrough_hp"
+	# passthrough_hp keeps one open file per inode it knows: every key
+	ulimit -n "$(ulimit -Hn)" 2>/dev/null
+	lim=$(ulimit -n)
+	[ "$lim" = unlimited ] || [ "$nvalues" -le $((lim - 256)) ] ||
+		rfs_fail "passthrough_hp holds a file descriptor per key: -n $nvalues needs ulimit -n above $((nvalues + 256)) (it is $lim)"
 fi
 rfs_init
 results=$RFS_TMP/results
