@@ -151,8 +151,9 @@ static void serve(int want)
 		return; /* an event of another file: nothing to do */
 	if (config_load(L.path, &c, err, sizeof(err)))
 		c = NULL;
-	else
-		L.last = now;
+	/* a refused file is reported once, not at every event in its
+	 * directory: the next change (or SIGHUP) tries again */
+	L.last = now;
 	pthread_mutex_lock(&L.mu);
 	if (L.stop) { /* the fds may be closed already */
 		pthread_mutex_unlock(&L.mu);

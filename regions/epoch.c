@@ -149,6 +149,12 @@ void region__epoch_exit(void)
 		atomic_store_explicit(&rec->state, 0, memory_order_release);
 }
 
+uint64_t region__epoch_stamp(void)
+{
+	return atomic_fetch_add_explicit(&global_epoch, 0,
+					 memory_order_seq_cst);
+}
+
 uint64_t region__epoch_now(void)
 {
 	return atomic_load_explicit(&global_epoch, memory_order_seq_cst);
@@ -195,6 +201,11 @@ static void vslot_release(struct vref_slot *sl)
 	if (atomic_fetch_sub_explicit(&v->refs, give, memory_order_acq_rel) ==
 	    give)
 		region__value_free(v);
+}
+
+void region__vcache_flush(void)
+{
+	vcache_flush();
 }
 
 static void vcache_flush(void)

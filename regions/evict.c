@@ -312,6 +312,7 @@ static bool s3_evict_main(struct region *r, struct stripe *s,
 		unsigned char f =
 			atomic_load_explicit(&e->freq, memory_order_relaxed);
 
+		region__examined(s, 1);
 		if (f == 0 || ++*examined >= S3_EXAMINE_MAX) {
 			region__evict_locked(r, s, e, grave);
 			return true;
@@ -337,6 +338,7 @@ static bool s3_evict_small(struct region *r, struct stripe *s,
 	while ((t = rlist_tail(&s->small))) {
 		struct entry *e = entry_of(t);
 
+		region__examined(s, 1);
 		if (atomic_load_explicit(&e->freq, memory_order_relaxed) > 1 &&
 		    ++*examined < S3_EXAMINE_MAX) {
 			s3_remove_locked(s, e);

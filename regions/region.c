@@ -344,6 +344,10 @@ static void region_destroy(struct region *r)
 
 	if (!r)
 		return;
+	/* the caller's cached value references (other threads return theirs
+	 * when they exit or replace them); lets a process that only ever
+	 * used regions from its main thread end without a leak */
+	region__vcache_flush();
 	for (i = 0; r->stripes && i < r->nstripes; i++) {
 		assert(r->stripes[i].nflights == 0);
 		region__stripe_release(&r->stripes[i]);

@@ -303,7 +303,9 @@ struct stripe {
 	uint64_t max_value_size;	    /* L: stripe; 0 = none */
 	atomic_uint_fast64_t ttl_ms;	    /* L: stripe writes; 0 = never */
 	atomic_uint_fast64_t tti_ms;	    /* L: stripe writes; 0 = never */
-	struct entry *retired;		    /* L: stripe; newest first */
+	struct entry *retired;		    /* L: stripe; oldest first */
+	struct entry *pending;		    /* L: stripe; first not stamped */
+	bool pending_tabs;		    /* L: stripe; a table not stamped */
 	struct entry **retired_tail;	    /* L: stripe */
 	uint64_t nretired;		    /* L: stripe */
 	struct table *retired_tabs;	    /* L: stripe */
@@ -454,15 +456,20 @@ uint64_t region__epoch_now(void);
 uint64_t region__epoch_try_advance(void);
 /* Threads that have ever had a record (the cost of a scan). */
 unsigned region__epoch_nthreads(void);
+/* The epoch, read by a sequentially consistent RMW (a full barrier). */
+uint64_t region__epoch_stamp(void);
+#define REGION_EPOCH_PENDING (UINT64_MAX - 2) /* retired, not yet stamped */
 /* Something retired at epoch e can be freed once the epoch is >= e + 2. */
 static inline bool region__epoch_safe(uint64_t retired, uint64_t now)
 {
-	return now >= retired + 2;
+	return retired != REGION_EPOCH_PENDING && now >= retired + 2;
 }
 /* A value reference for a hit, through the thread's cache (epoch.c). */
 struct region_value *region__value_ref_hit(struct region_value *v);
 /* Drops a reference the thread's cache handed out; false if it did not. */
 bool region__value_unref_cached(struct region_value *v);
+/* Returns the calling thread's cached references (its unused biases). */
+void region__vcache_flush(void);
 
 /* ---- stripe.c -------------------------------------------------------- */
 

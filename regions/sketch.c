@@ -46,7 +46,8 @@
 #define SKETCH_BLOCK_WORDS 8
 #define SKETCH_MIN_BLOCKS  1
 #define SKETCH_SAMPLE_MULT 10
-#define SKETCH_HALF_FROM   4096 /* words: larger sketches get half a word
+#define SKETCH_HALF_FROM                                                       \
+	4096 /* words: larger sketches get half a word
 				   per entry */
 
 static uint64_t pow2ceil(uint64_t x)
@@ -127,8 +128,7 @@ static inline void counter_at(uint64_t ch, unsigned i, unsigned *word,
 	*shift = ((h >> 1) & 15) * 4;
 }
 
-unsigned region__sketch_frequency(const struct region_sketch *k,
-				  uint64_t hash)
+unsigned region__sketch_frequency(const struct region_sketch *k, uint64_t hash)
 {
 	unsigned i, w, sh, f = 15;
 	uint64_t ch, *blk;
@@ -136,7 +136,9 @@ unsigned region__sketch_frequency(const struct region_sketch *k,
 	if (!k->table)
 		return 0;
 #ifdef SKETCH_SPREAD
-	(void)w; (void)ch; (void)blk;
+	(void)w;
+	(void)ch;
+	(void)blk;
 	for (i = 0; i < 4; i++) {
 		unsigned c = (unsigned)(*word_of(k, hash, i, &sh) >> sh) & 15;
 		if (c < f)
@@ -165,7 +167,9 @@ void region__sketch_increment(struct region_sketch *k, uint64_t hash)
 	if (!k->table)
 		return;
 #ifdef SKETCH_SPREAD
-	(void)w; (void)ch; (void)blk;
+	(void)w;
+	(void)ch;
+	(void)blk;
 	for (i = 0; i < 4; i++) {
 		uint64_t *p = word_of(k, hash, i, &sh);
 		if (((*p >> sh) & 15) != 15) {
@@ -201,6 +205,7 @@ void region__sketch_reset(struct region_sketch *k)
 		k->table[i] = (k->table[i] >> 1) & 0x7777777777777777ull;
 	}
 	odd /= 4;
-	k->additions = (k->additions - (odd < k->additions ? odd : k->additions)) / 2;
+	k->additions =
+		(k->additions - (odd < k->additions ? odd : k->additions)) / 2;
 	k->resets++;
 }

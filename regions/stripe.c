@@ -276,6 +276,33 @@ void region__stripe_wrlock(struct stripe *s)
 }
 
 /* Detaches what was retired long enough ago. Lock held. */
+/*
+ * Stamps what this hold retired with the epoch, read by a sequentially
+ * consistent read-modify-write: a full barrier, so every unlink of the
+ * hold is visible to all before the epoch it is stamped with is read. (A
+ * plain load right after each unlink could be ordered before the unlink's
+ * store, StoreLoad, and stamp an epoch so old that a reader pinned two
+ * epochs later could still find the entry.) Lock held.
+ */
+static void stamp_pending_locked(struct stripe *s)
+{
+	struct entry *e;
+	struct table *t;
+	uint64_t now;
+
+	if (!s->pending && !s->pending_tabs)
+		return;
+	now = region__epoch_stamp();
+	for (e = s->pending; e; e = e->retire.next)
+		e->retire.epoch = now;
+	for (t = s->retired_tabs; t; t = t->rnext) {
+		if (t->repoch == REGION_EPOCH_PENDING)
+			t->repoch = now;
+	}
+	s->pending = NULL;
+	s->pending_tabs = false;
+}
+
 static void collect_locked(struct stripe *s, struct entry **ents,
 			   struct table **tabs)
 {
@@ -286,6 +313,7 @@ static void collect_locked(struct stripe *s, struct entry **ents,
 	*tabs = NULL;
 	if (!s->retired && !s->retired_tabs)
 		return;
+	stamp_pending_locked(s);
 	/* a scan reads a line per thread: amortize it over the retired */
 	now = s->nretired >= RETIRE_ADVANCE_AT + 4 * region__epoch_nthreads() ||
 			      s->retired_tabs
@@ -424,7 +452,8 @@ struct entry *region__entry_create(uint64_t hash, const void *key, size_t klen,
 
 static void retire_table_locked(struct stripe *s, struct table *t)
 {
-	t->repoch = region__epoch_now();
+	t->repoch = REGION_EPOCH_PENDING; /* stamped at the unlock */
+	s->pending_tabs = true;
 	t->rnext = s->retired_tabs;
 	s->retired_tabs = t;
 }
@@ -434,9 +463,16 @@ static void push_locked(struct table *t, struct entry *e)
 {
 	_Atomic(struct entry *) *b = &t->b[e->hash & t->mask];
 
+	/*
+	 * release, not relaxed: a migration moves live entries, and a reader
+	 * already standing on e (found before the move) follows this link
+	 * into the new chain without passing the bucket: it must see the
+	 * entries behind it initialized (TSan found this on the x16 limit
+	 * swings of stress_engine; free on x86, needed on weaker machines).
+	 */
 	atomic_store_explicit(&e->hnext,
 			      atomic_load_explicit(b, memory_order_relaxed),
-			      memory_order_relaxed);
+			      memory_order_release);
 	atomic_store_explicit(b, e, memory_order_release);
 }
 
@@ -571,7 +607,9 @@ void region__unlink_locked(struct stripe *s, struct entry *e,
 	}
 	/* qnode is the policy's no more: it becomes the retire link */
 	e->retire.next = NULL;
-	e->retire.epoch = region__epoch_now();
+	e->retire.epoch = REGION_EPOCH_PENDING; /* stamped at the unlock */
+	if (!s->pending)
+		s->pending = e;
 	*s->retired_tail = e;
 	s->retired_tail = &e->retire.next;
 	s->nretired++;

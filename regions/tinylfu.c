@@ -75,9 +75,8 @@
  * cost a little recency and frequency information, never correctness.
  *
  * Bounded work: an insert or an eviction moves or examines at most
- * 2 + TLFU_MOVES entries, a hit 1 + TLFU_MOVES, so a drain of the 64-slot
- * access buffer at most 64 x 9 = 576 (under the 1,024 per lock hold the
- * engine promises); the sketch reset walks counters, not entries.
+ * 2 + TLFU_MOVES entries, a hit 1 + TLFU_MOVES (reported through
+ * region__examined()); the sketch reset walks counters, not entries.
  *
  * Memory: per entry one byte (entry.queue, shared with S3-FIFO) plus the
  * sketch, sized from the entries actually held (up to the entry quota):
@@ -89,13 +88,13 @@
 
 #include "region_int.h"
 
-#define TLFU_WINDOW_INIT 0.01	/* window share at start */
-#define TLFU_PROTECTED	 0.80	/* protected share of main */
-#define TLFU_WARM_FREQ	 6    /* hash-flooding guard threshold */
-#define TLFU_MOVES	 8    /* rebalancing moves per call */
-#define TLFU_MIN_SKETCH	 64   /* entries a sketch is sized for at least */
-#define GHOST_BITS_PER_KEY 8 /* ghost filter: ~2.4% false positives */
-#define GHOST_PROBES	   4  /* per generation */
+#define TLFU_WINDOW_INIT   0.01 /* window share at start */
+#define TLFU_PROTECTED	   0.80 /* protected share of main */
+#define TLFU_WARM_FREQ	   6	/* hash-flooding guard threshold */
+#define TLFU_MOVES	   8	/* rebalancing moves per call */
+#define TLFU_MIN_SKETCH	   64	/* entries a sketch is sized for at least */
+#define GHOST_BITS_PER_KEY 8	/* ghost filter: ~2.4% false positives */
+#define GHOST_PROBES	   4	/* per generation */
 
 #define entry_of(n) region__container_of(n, struct entry, qnode)
 
@@ -217,16 +216,20 @@ static void shrink_window(struct stripe *s)
 {
 	unsigned moved = 0;
 
-	while (moved++ < TLFU_MOVES && win_over(s))
+	while (moved++ < TLFU_MOVES && win_over(s)) {
 		to_probation(&s->tlfu, &s->tlfu.window);
+		region__examined(s, 1);
+	}
 }
 
 static void demote_protected(struct stripe *s)
 {
 	unsigned moved = 0;
 
-	while (moved++ < TLFU_MOVES && s->tlfu.prot_n && prot_over(s))
+	while (moved++ < TLFU_MOVES && s->tlfu.prot_n && prot_over(s)) {
 		to_probation(&s->tlfu, &s->tlfu.protect);
+		region__examined(s, 1);
+	}
 }
 
 /* ---- ghosts ---------------------------------------------------------- */
@@ -302,7 +305,8 @@ static bool ghostbf_has(const struct region_ghostbf *g, uint64_t hash)
 		const uint64_t *gen = g->words + k * g->gen_words;
 
 		for (i = 0; i < GHOST_PROBES; i++) {
-			if (!(gen[pos[i] / 64] & ((uint64_t)1 << (pos[i] % 64))))
+			if (!(gen[pos[i] / 64] &
+			      ((uint64_t)1 << (pos[i] % 64))))
 				break;
 		}
 		if (i == GHOST_PROBES)
@@ -330,7 +334,8 @@ static void size_sketch(struct stripe *s, bool evicting)
 	struct region_sketch *k = &s->tlfu.sketch;
 	uint64_t qe = s->quota_entries, n = s->nentries, want;
 
-	if (k->table && k->capacity <= qe && (n <= k->capacity || k->capacity == qe))
+	if (k->table && k->capacity <= qe &&
+	    (n <= k->capacity || k->capacity == qe))
 		return;
 	if (!k->table && !evicting && qe != REGION_UNLIMITED && n < qe - n)
 		return;
@@ -372,9 +377,11 @@ static void adapt_on_miss(struct stripe *s, uint64_t hash)
 						 : (double)(s->nentries + 1);
 	unit = 1.0 / q;
 	if (in_w)
-		t->wshare += unit * (nw && nm > nw ? (double)nm / (double)nw : 1);
+		t->wshare +=
+			unit * (nw && nm > nw ? (double)nm / (double)nw : 1);
 	else
-		t->wshare -= unit * (nm && nw > nm ? (double)nw / (double)nm : 1);
+		t->wshare -=
+			unit * (nm && nw > nm ? (double)nw / (double)nm : 1);
 	if (t->wshare < 0)
 		t->wshare = 0;
 	if (t->wshare > 1)
@@ -384,6 +391,7 @@ static void adapt_on_miss(struct stripe *s, uint64_t hash)
 
 static void on_hit(struct stripe *s, struct entry *e)
 {
+	region__examined(s, 1);
 	struct region_tlfu *t = &s->tlfu;
 
 	region__sketch_increment(&t->sketch, e->hash);
@@ -413,6 +421,7 @@ static void tlfu_insert_locked(struct stripe *s, struct entry *e)
 {
 	struct region_tlfu *t = &s->tlfu;
 
+	region__examined(s, 1);
 	size_sketch(s, false);
 	adapt_on_miss(s, e->hash); /* before counting this access */
 	region__sketch_increment(&t->sketch, e->hash);
@@ -454,6 +463,7 @@ static bool tlfu_evict_locked(struct region *r, struct stripe *s,
 	struct entry *cand = NULL, *victim = NULL;
 	struct rlist *l;
 
+	region__examined(s, 2); /* candidate and victim */
 	size_sketch(s, true);
 	shrink_window(s);
 	if (win_full(s) && (l = rlist_tail(&t->window)))

@@ -41,14 +41,14 @@ void region__sketch_reset(struct region_sketch *k);
  * A "ghost": a two-generation Bloom filter of key hashes recently evicted
  * one way (tinylfu.c). Remembers between gen_cap and 2 x gen_cap of the
  * latest additions; the older generation is cleared and reused when the
- * newer one is full. 4 bits per remembered key and generation, 3 probes.
+ * newer one is full. 8 bits per remembered key and generation, 4 probes.
  */
 struct region_ghostbf {
-	uint64_t *words;     /* 2 generations of gen_words each, or NULL */
-	uint64_t gen_words;  /* power of two */
-	uint64_t gen_cap;    /* additions per generation */
-	uint64_t n[2];	     /* additions per generation */
-	unsigned cur;	     /* the generation being filled */
+	uint64_t *words;    /* 2 generations of gen_words each, or NULL */
+	uint64_t gen_words; /* power of two */
+	uint64_t gen_cap;   /* additions per generation */
+	uint64_t n[2];	    /* additions per generation */
+	unsigned cur;	    /* the generation being filled */
 };
 
 /*
@@ -67,9 +67,9 @@ struct region_tlfu {
 	struct region_sketch sketch;
 	struct region_ghostbf gwin;  /* keys the window stage let go */
 	struct region_ghostbf gmain; /* keys main let go */
-	double wshare;	     /* window target, share of the quota 0..1 */
-	uint64_t adapts;     /* moves of wshare: a counter */
-	uint32_t rng;	     /* xorshift state for the hash-flooding guard */
+	double wshare;	 /* window target, share of the quota 0..1 */
+	uint64_t adapts; /* moves of wshare: a counter */
+	uint32_t rng;	 /* xorshift state for the hash-flooding guard */
 };
 
 #endif /* RFS_TINYLFU_H */

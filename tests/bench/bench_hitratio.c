@@ -38,6 +38,7 @@
 
 #include "config.h"
 #include "region.h"
+#include "testlib.h"
 
 #define DEFAULT_DIR "/work/shared/traces"
 #define MAX_SIZES   16
@@ -71,14 +72,6 @@ struct run {
 	enum region_strategy strategy;
 	unsigned nstripes;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* Runs "xz -dc 'path'" with the path quoted for the shell. */
 static FILE *open_xz(const char *path)
@@ -163,11 +156,11 @@ static size_t count_distinct(const struct trace *t)
 /* ---- exact LRU: open-addressed table + index-linked list --------------- */
 
 struct xlru {
-	uint64_t *key;		/* per slot */
-	uint32_t *prev, *next;	/* per slot; list through slot indices */
-	uint32_t *table;	/* open addressing: slot + 1, 0 = empty */
+	uint64_t *key;	       /* per slot */
+	uint32_t *prev, *next; /* per slot; list through slot indices */
+	uint32_t *table;       /* open addressing: slot + 1, 0 = empty */
 	size_t tmask, cap, n;
-	uint32_t head, tail;	/* most / least recent; UINT32_MAX = none */
+	uint32_t head, tail; /* most / least recent; UINT32_MAX = none */
 };
 
 static uint64_t mix(uint64_t x)
@@ -222,7 +215,8 @@ static void xlru_table_del(struct xlru *c, size_t i)
 		if (!c->table[j])
 			return;
 		k = mix(c->key[c->table[j] - 1]) & c->tmask;
-		if ((j > i && (k <= i || k > j)) || (j < i && k <= i && k > j)) {
+		if ((j > i && (k <= i || k > j)) ||
+		    (j < i && k <= i && k > j)) {
 			c->table[i] = c->table[j];
 			c->table[j] = 0;
 			i = j;
@@ -299,7 +293,7 @@ static double replay(const struct trace *t, const struct run *ru,
 
 	if (!trivial || region_create("trace", &lim, &r))
 		return -1;
-	t0 = now_s();
+	t0 = tl_now_s();
 	for (i = 0; i < t->n; i++) {
 		int rc;
 
@@ -331,7 +325,7 @@ static double replay(const struct trace *t, const struct run *ru,
 		}
 		region_value_unref(v);
 	}
-	*mops = (double)t->n / (now_s() - t0) / 1e6;
+	*mops = (double)t->n / (tl_now_s() - t0) / 1e6;
 	region_stats(r, &st);
 	*eff_stripes = st.nstripes;
 	*wshare = st.window_share;
@@ -403,7 +397,7 @@ static void bench(struct trace *t, const struct run *runs, size_t nruns,
 
 		snprintf(label, sizeof(label), "%s%s, %u stripes",
 			 strcmp(runs[i].policy, "default") == 0 ? "default="
-								 : "",
+								: "",
 			 config_strategy_name(runs[i].strategy),
 			 runs[i].nstripes);
 		printf("  %-24s", label);
@@ -502,8 +496,8 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-	static const char *const defaults[] = {
-		DEFAULT_DIR "/orm-busy.trace.xz", DEFAULT_DIR "/web12.trace.xz"};
+	static const char *const defaults[] = {DEFAULT_DIR "/orm-busy.trace.xz",
+					       DEFAULT_DIR "/web12.trace.xz"};
 	const char *policies = "default,lru,s3fifo,tinylfu";
 	const char *stripes_arg = NULL, *sizes = "0.1,1,3,10,30";
 	double pcts[MAX_SIZES];
@@ -578,7 +572,8 @@ int main(int argc, char **argv)
 						  : argv[i]};
 		const char *base = strrchr(t.path, '/');
 
-		snprintf(t.name, sizeof(t.name), "%s", base ? base + 1 : t.path);
+		snprintf(t.name, sizeof(t.name), "%s",
+			 base ? base + 1 : t.path);
 		if (strchr(t.name, '.'))
 			*strchr(t.name, '.') = '\0';
 		for (j = 0; t.name[j]; j++)

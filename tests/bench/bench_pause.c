@@ -2,7 +2,7 @@
  * bench_pause.c - the longest pauses of the engine's maintenance work.
  *
  * Usage: bench_pause [ENTRIES] [STRATEGY] (default 1000000 lru; STRATEGY is
- * lru or s3fifo).
+ * lru, s3fifo or tinylfu).
  *
  * One region (16 stripes configured, max_entries = ENTRIES, 16-byte keys,
  * 100-byte values, a fake clock) goes through the phases of issue 8:
@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include "region.h"
+#include "testlib.h"
 
 #define VALUE_LEN 100
 
@@ -47,12 +48,9 @@ static uint64_t fake_clock(void)
 
 static double now_us(void)
 {
-	struct timespec ts;
-
 	/* the thread's CPU time: a preemption on a shared VM is no pause of
 	 * ours (the same runs in wall time showed 100+ ms of other tenants) */
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+	return tl_cpu_s() * 1e6;
 }
 
 static void key_of(uint64_t i, char key[16])
@@ -148,6 +146,8 @@ int main(int argc, char **argv)
 
 	if (argc > 2 && strcmp(argv[2], "s3fifo") == 0)
 		lim.strategy = REGION_STRATEGY_S3FIFO;
+	if (argc > 2 && strcmp(argv[2], "tinylfu") == 0)
+		lim.strategy = REGION_STRATEGY_TINYLFU;
 	memset(value_buf, 'v', sizeof(value_buf));
 	region_clock_set(fake_clock);
 	lim.max_entries = n;

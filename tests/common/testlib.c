@@ -101,6 +101,11 @@ double tl_now_s(void)
 	return (double)tl_now_ns() / 1e9;
 }
 
+double tl_cpu_s(void)
+{
+	return (double)clock_ns(CLOCK_THREAD_CPUTIME_ID) / 1e9;
+}
+
 uint64_t tl_wall_ns(void)
 {
 	return clock_ns(CLOCK_REALTIME);

@@ -41,6 +41,11 @@ unsigned tl_reported(void);
 uint64_t tl_now_ns(void);
 /* CLOCK_MONOTONIC in seconds, for rates in benchmarks. */
 double tl_now_s(void);
+/*
+ * This thread's CPU time in seconds (CLOCK_THREAD_CPUTIME_ID): what a
+ * benchmark measures when another tenant's preemption is no cost of ours.
+ */
+double tl_cpu_s(void);
 /* CLOCK_REALTIME in nanoseconds (to compare with bash's EPOCHREALTIME). */
 uint64_t tl_wall_ns(void);
 /* Sleeps us microseconds (a polling interval, never a race window). */

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "region.h"
+#include "testlib.h"
 
 #define NREADERS 4
 #define NKEYS	 4096
@@ -28,15 +29,9 @@
 #define VLEN	 48
 
 static struct region *reg;
-static atomic_int failures;
 static atomic_bool stop;
 
-#define FAIL(...)                                                              \
-	do {                                                                   \
-		fprintf(stderr, __VA_ARGS__);                                  \
-		fputc('\n', stderr);                                           \
-		atomic_fetch_add(&failures, 1);                                \
-	} while (0)
+#define FAIL(...) tl_report(__VA_ARGS__)
 
 static void key_of(unsigned k, char key[16])
 {
@@ -187,9 +182,8 @@ int main(void)
 		       st.nstripes, st.max_examined_per_hold);
 		region_unref(reg);
 	}
-	if (atomic_load(&failures)) {
-		fprintf(stderr, "stress_engine: %d failures\n",
-			atomic_load(&failures));
+	if (tl_reported()) {
+		tl_warn("%u failures", tl_reported());
 		return 1;
 	}
 	printf("stress_engine: ok\n");

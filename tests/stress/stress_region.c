@@ -331,9 +331,9 @@ static void run(enum region_strategy strategy, unsigned seed)
 	}
 	for (i = 0; i < NTHREADS; i++)
 		pthread_join(tid[i], NULL);
-	printf("%s:\n", strategy == REGION_STRATEGY_LRU      ? "lru"
-			 : strategy == REGION_STRATEGY_S3FIFO ? "s3fifo"
-							      : "tinylfu");
+	printf("%s:\n", strategy == REGION_STRATEGY_LRU	     ? "lru"
+			: strategy == REGION_STRATEGY_S3FIFO ? "s3fifo"
+							     : "tinylfu");
 	final_checks(r);
 	region_unref(r);
 }

@@ -303,8 +303,7 @@ static void test_scan_does_not_flush_the_hot_set(void **state)
 	 * A pass of 9x the capacity, within the sketch's aging period: the
 	 * hot set stays but for rare false positives (see above).
 	 */
-	assert_true(hot_left_after_scan(REGION_STRATEGY_TINYLFU, 900, 0) >=
-		    45);
+	assert_true(hot_left_after_scan(REGION_STRATEGY_TINYLFU, 900, 0) >= 45);
 	/* the same scan flushes LRU completely */
 	assert_int_equal(hot_left_after_scan(REGION_STRATEGY_LRU, 900, 0), 0);
 }
@@ -351,8 +350,7 @@ static void frequency_phase(struct region *r, int from, int n)
 	}
 }
 
-static void test_window_grows_on_recency_and_shrinks_on_frequency(
-	void **state)
+static void test_window_grows_on_recency_and_shrinks_on_frequency(void **state)
 {
 	struct region *r = make(REGION_STRATEGY_TINYLFU, 1, 100, 0);
 	double start, grown, shrunk;
@@ -558,7 +556,8 @@ int main(void)
 		cmocka_unit_test(test_unpopular_candidate_is_rejected),
 		cmocka_unit_test(test_popular_candidate_is_admitted),
 		cmocka_unit_test(test_scan_does_not_flush_the_hot_set),
-		cmocka_unit_test(test_long_scan_with_hot_reads_keeps_the_hot_set),
+		cmocka_unit_test(
+			test_long_scan_with_hot_reads_keeps_the_hot_set),
 		cmocka_unit_test(
 			test_window_grows_on_recency_and_shrinks_on_frequency),
 		cmocka_unit_test(test_recency_pattern_hits_like_lru),
@@ -574,6 +573,7 @@ int main(void)
 
 	/* the first region__hash_init() wins; then the seed is ours */
 	region__hash_init();
-	region__hash_seed = seed ? strtoull(seed, NULL, 0) : 0x9e3779b97f4a7c15ull;
+	region__hash_seed =
+		seed ? strtoull(seed, NULL, 0) : 0x9e3779b97f4a7c15ull;
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
