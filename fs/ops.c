@@ -6,9 +6,11 @@
  * key is a regular file. Requests are answered from three places: the
  * inode table (inode.c) says what a node id names, the region table
  * (state.c) says which regions exist, and the store answers for keys:
- * LOOKUP and GETATTR of a key are a store_stat() (size, mtime, version of
- * the row), so listing and stat never load values into the cache; OPEN
- * goes through the cache (handle.c).
+ * LOOKUP of a key takes (size, mtime, version) of its row from the cached
+ * value when there is one, else from a store_stat() (key_meta()), and
+ * GETATTR of an immutable inode answers from the inode, so listing and
+ * stat never load values into the cache; OPEN goes through the cache
+ * (handle.c).
  *
  * Kernel caching: one immutable inode per row. Every synchronous FUSE
  * request costs 25-30 us (DESIGN.md's table), so the number of requests
@@ -211,6 +213,33 @@ static int64_t now_ns(void)
 }
 
 /*
+ * The row of a key as this mount knows it: from the cache when the value
+ * is cached (it carries size, mtime and version; the cache holds no value
+ * older than the store but for outside changes the change feed has not
+ * yet delivered, the bound every read has), else store_stat() on the
+ * covering index. A peek: neither a hit nor a miss in the region's stats.
+ */
+static int key_meta(const char *region, const char *key, size_t klen,
+		    struct store_meta *m)
+{
+	struct rfs_region *rr = rfs_region_ref(region);
+	struct region_value *v;
+	bool cached;
+
+	if (!rr)
+		return -ENOENT;
+	cached = region_peek(rr->r, key, klen, &v);
+	rfs_region_unref(rr);
+	if (!cached)
+		return store_stat(rfs.st, region, key, klen, m);
+	m->size = region_value_len(v);
+	m->mtime_ns = region_value_mtime(v);
+	m->version = region_value_version(v);
+	region_value_unref(v);
+	return 0;
+}
+
+/*
  * A key's attributes. An immutable inode (RFS_K_PAGE, RFS_K_DIRECT) shows
  * the row it stands for, for KEY_TIMEOUT. A writer's inode shows the
  * name's row now, with the size an open writer sees if it has uncommitted
@@ -366,8 +395,8 @@ static int lookup_region_node(enum rfs_ikind kind, const char *region,
 }
 
 /*
- * A key: the inode for the row the store has now (inode.c), so a changed
- * key is a new inode. The name itself is never cached (entry timeout 0,
+ * A key: the inode for the row the store has now, as key_meta() knows it
+ * (inode.c), so a changed key is a new inode. The name itself is never cached (entry timeout 0,
  * no negative entries): every path walk asks again.
  */
 static int lookup_key(pid_t pid, const char *region, const char *name,
@@ -390,7 +419,7 @@ static int lookup_key(pid_t pid, const char *region, const char *name,
 	/* an unlink between the stat and the inode would leave an inode
 	 * that is not gone for a key that is (commit.c) */
 	rfs_names_lock(&l, region, name, len, false);
-	rc = store_stat(rfs.st, region, name, len, &m);
+	rc = key_meta(region, name, len, &m);
 	if (!rc)
 		rc = rfs_inode_lookup_key(region, name, len, &m, pid, false,
 					  &ino, &cls);

@@ -923,33 +923,50 @@ int region_fetch(struct region *r, const void *key, size_t klen,
 	return region_flight_done(r, fl, rc, v, out);
 }
 
-bool region_contains(struct region *r, const void *key, size_t klen)
+/* A live, unexpired entry's value with a new reference, or NULL. The
+ * caller is in an epoch or holds the stripe lock, so the entry and its
+ * value's reference are not freed under it. */
+static struct region_value *peek_value(struct stripe *s, struct entry *e)
 {
-	struct stripe *s;
-	struct entry *e;
-	uint64_t h;
-	bool found;
+	if (!e || !region__entry_live(s, e) ||
+	    (region__expiring(s) && region__expired(s, e, region_now_ms())))
+		return NULL;
+	return region_value_ref(e->val);
+}
 
+bool region_peek(struct region *r, const void *key, size_t klen,
+		 struct region_value **out)
+{
+	struct region_value *v;
+	struct stripe *s;
+	uint64_t h;
+
+	*out = NULL;
 	if (check_key(key, klen))
 		return false;
 	h = region__hash(key, klen);
 	s = region__stripe_of(r, h);
 	region__epoch_enter();
-	e = region__stripe_find(s, h, key, klen);
-	found = e && region__entry_live(s, e) &&
-		!(region__expiring(s) &&
-		  region__expired(s, e, region_now_ms()));
+	v = peek_value(s, region__stripe_find(s, h, key, klen));
 	region__epoch_exit();
-	if (found || !atomic_load_explicit(&s->old, memory_order_acquire))
-		return found;
-	/* a migration may have hidden it from the lock-free look */
-	region__stripe_wrlock(s);
-	e = region__stripe_find(s, h, key, klen);
-	found = e && region__entry_live(s, e) &&
-		!(region__expiring(s) &&
-		  region__expired(s, e, region_now_ms()));
-	region__stripe_wrunlock(s);
-	return found;
+	if (!v && atomic_load_explicit(&s->old, memory_order_acquire)) {
+		/* a migration may have hidden it from the lock-free look */
+		region__stripe_wrlock(s);
+		v = peek_value(s, region__stripe_find(s, h, key, klen));
+		region__stripe_wrunlock(s);
+	}
+	*out = v;
+	return v != NULL;
+}
+
+bool region_contains(struct region *r, const void *key, size_t klen)
+{
+	struct region_value *v;
+
+	if (!region_peek(r, key, klen, &v))
+		return false;
+	region_value_unref(v);
+	return true;
 }
 
 /* ---- the write path --------------------------------------------------- */

@@ -295,6 +295,14 @@ int region_fetch(struct region *r, const void *key, size_t klen,
 
 /* Is key cached (and not expired)? Does not count as an access. */
 bool region_contains(struct region *r, const void *key, size_t klen);
+/*
+ * region_contains() that also returns the cached value: true with a
+ * reference in *out (region_value_unref() it), false with *out NULL. Not
+ * an access either (no hit, no miss, no flight, no policy update): for
+ * callers that want the value's length and metadata, not its use.
+ */
+bool region_peek(struct region *r, const void *key, size_t klen,
+		 struct region_value **out);
 
 /* ---- the write path -------------------------------------------------- */
 

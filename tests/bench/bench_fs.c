@@ -1,55 +1,60 @@
 /*
- * bench_fs.c - small-file throughput of a regionfs region against tmpfs.
+ * bench_fs.c - small-file throughput of one directory, phase by phase.
  *
- *   bench_fs [-n VALUES] [-s SIZE] [-t THREADS,...] REGION_DIR [TMPFS_DIR]
+ *   bench_fs [-n VALUES] [-s SIZE] [-t THREADS] [-r READDIRS] DIR
  *
- * Runs the same workload on REGION_DIR (a region directory of a mounted
- * regionfs) and on a tmpfs directory, in the same run, and prints ops/s for
- * both and the ratio regionfs/tmpfs for each phase and thread count.
- * Without TMPFS_DIR the program mounts a private tmpfs on a temporary
- * directory (needs root) and always unmounts it before exiting, also on
- * SIGINT/SIGTERM/SIGHUP.
+ * Runs every phase below once on DIR (a regionfs region directory, a tmpfs
+ * directory, a passthrough_hp mount...) with THREADS threads and prints one
+ * line per phase, "rate PHASE OPS_PER_S", for tests/bench/run_bench_fs.sh,
+ * which runs it side by side on tmpfs, regionfs and passthrough_hp (fresh
+ * mounts, interleaved, medians) and computes the ratios.
  *
- * Workload (defaults: 10,000 values of 1 KiB, 1, 2 and 4 threads): the
- * values are split evenly over the threads, each thread working on its own
- * keys ("b<threads>-<n>"), released together by a barrier; a phase's time
- * runs from just before that release (every thread is waiting) to the
- * last thread's end.
+ * Workload (defaults: 10,000 values of 1 KiB, 1 thread): the values are
+ * split evenly over the threads, each thread working on its own keys
+ * ("b-<n>"), released together by a barrier; a phase's time runs from just
+ * before that release (every thread is waiting) to the last thread's end.
  *   create   open(O_CREAT|O_WRONLY|O_TRUNC), write SIZE bytes, close
  *   read     open(O_RDONLY), read to EOF, close; content checked
- *            (on regionfs the first read after a write is a cache miss:
- *            writes evict, DESIGN.md's double eviction)
- *   reread   the same again (on regionfs: cache hits)
- *   rewrite  open(O_WRONLY|O_TRUNC), write new SIZE bytes, close
- * Every close() of a write is a commit on regionfs (SQLite group commit)
- * and nothing on tmpfs, so create and rewrite measure the commit path.
+ *            (on regionfs the first read after a write may be a cache miss)
+ *   warm     the same again (on regionfs: cache hits)
+ *   rewrite  open(O_WRONLY|O_TRUNC), write new SIZE bytes, close, then
+ *            open, read back and check, close (one op = both)
+ *   stat     stat() of each key, size checked
+ *   readdir  every thread lists the whole directory READDIRS times
+ *            (default 1) with opendir/readdir/closedir; the rate is
+ *            entries per second (all threads together), the count checked
+ *   unlink   unlink() of each key
  *
  * This is a program, not a test: it prints figures and fails only if an
  * operation fails or a value reads back wrong.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "testlib.h"
 
 #define MAX_THREADS 64
-#define MAX_RUNS    8
 
-enum phase { P_CREATE, P_READ, P_REREAD, P_REWRITE, NPHASES };
+enum phase {
+	P_CREATE,
+	P_READ,
+	P_WARM,
+	P_REWRITE,
+	P_STAT,
+	P_READDIR,
+	P_UNLINK,
+	NPHASES
+};
 
 static const char *const phase_names[NPHASES] = {
-	"create",
-	"read",
-	"reread",
-	"rewrite",
+	"create", "read", "warm", "rewrite", "stat", "readdir", "unlink",
 };
 
 /* One directory under test, for one thread count. */
@@ -58,6 +63,7 @@ struct bench {
 	unsigned nvalues;	 /* values per run */
 	size_t size;		 /* bytes per value */
 	unsigned nthreads;	 /* threads of this run */
+	unsigned nreaddirs;	 /* listings per thread in P_READDIR */
 	enum phase phase;	 /* phase being run; set before the barrier */
 	pthread_barrier_t ready; /* nthreads workers + main: all waiting */
 	pthread_barrier_t start; /* likewise: go (main took the start time) */
@@ -71,56 +77,6 @@ struct worker {
 	char what[4200]; /* what failed */
 	pthread_t tid;
 };
-
-static char tmpfs_dir[64]; /* our own tmpfs mount point, "" if none */
-
-/* ---- the private tmpfs --------------------------------------------------- */
-
-static void tmpfs_cleanup(void)
-{
-	if (!tmpfs_dir[0])
-		return;
-	if (umount2(tmpfs_dir, 0) != 0)
-		umount2(tmpfs_dir, MNT_DETACH);
-	rmdir(tmpfs_dir);
-	tmpfs_dir[0] = '\0';
-}
-
-static void on_signal(int sig)
-{
-	/* umount2 and rmdir are system calls: async-signal-safe */
-	if (tmpfs_dir[0]) {
-		if (umount2(tmpfs_dir, 0) != 0)
-			umount2(tmpfs_dir, MNT_DETACH);
-		rmdir(tmpfs_dir);
-	}
-	_exit(128 + sig);
-}
-
-static const char *tmpfs_mount(void)
-{
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	strcpy(tmpfs_dir, "/tmp/bench_fs-tmpfs.XXXXXX");
-	if (!mkdtemp(tmpfs_dir))
-		tl_die("mkdtemp: %s", strerror(errno));
-	if (mount("tmpfs", tmpfs_dir, "tmpfs", MS_NOSUID | MS_NODEV,
-		  "size=512m,mode=0700") != 0) {
-		int e = errno;
-
-		rmdir(tmpfs_dir);
-		tmpfs_dir[0] = '\0';
-		tl_die("mount -t tmpfs: %s (run as root, or give TMPFS_DIR)",
-		       strerror(e));
-	}
-	atexit(tmpfs_cleanup);
-	return tmpfs_dir;
-}
 
 /* ---- the workload -------------------------------------------------------- */
 
@@ -174,6 +130,46 @@ static int do_read(struct worker *w, const char *path, char *buf,
 	return 0;
 }
 
+static int do_stat(struct worker *w, const char *path)
+{
+	struct stat st;
+
+	if (stat(path, &st) != 0)
+		return fail(w, "stat", path);
+	if (!S_ISREG(st.st_mode) || (size_t)st.st_size != w->b->size) {
+		errno = EILSEQ;
+		return fail(w, "wrong size or type from stat", path);
+	}
+	return 0;
+}
+
+/* Lists the whole directory; every key must be there. */
+static int do_readdir(struct worker *w)
+{
+	struct bench *b = w->b;
+	unsigned n = 0;
+	struct dirent *d;
+	DIR *dir = opendir(b->dir);
+
+	if (!dir)
+		return fail(w, "opendir", b->dir);
+	errno = 0;
+	while ((d = readdir(dir)) != NULL)
+		if (d->d_name[0] == 'b' && d->d_name[1] == '-')
+			n++;
+	if (errno) {
+		fail(w, "readdir", b->dir);
+		closedir(dir);
+		return -1;
+	}
+	closedir(dir);
+	if (n != b->nvalues) {
+		errno = EILSEQ;
+		return fail(w, "wrong number of entries in", b->dir);
+	}
+	return 0;
+}
+
 /* One phase over this worker's share of the keys. */
 static void run_phase(struct worker *w, char *buf, char *want)
 {
@@ -182,24 +178,36 @@ static void run_phase(struct worker *w, char *buf, char *want)
 	unsigned first = w->id * per;
 	char path[4096];
 
+	if (b->phase == P_READDIR) {
+		for (unsigned i = 0; i < b->nreaddirs && !w->err; i++)
+			do_readdir(w);
+		return;
+	}
 	if (w->id == b->nthreads - 1)
 		per = b->nvalues - first;
 	for (unsigned k = first; k < first + per && !w->err; k++) {
-		snprintf(path, sizeof(path), "%s/b%u-%05u", b->dir, b->nthreads,
-			 k);
+		snprintf(path, sizeof(path), "%s/b-%05u", b->dir, k);
 		switch (b->phase) {
 		case P_CREATE:
 			fill(want, b->size, k, 0);
 			do_write(w, path, want, O_CREAT);
 			break;
 		case P_READ:
-		case P_REREAD:
+		case P_WARM:
 			fill(want, b->size, k, 0);
 			do_read(w, path, buf, want);
 			break;
 		case P_REWRITE:
 			fill(want, b->size, k, 1);
-			do_write(w, path, want, 0);
+			if (do_write(w, path, want, 0) == 0)
+				do_read(w, path, buf, want);
+			break;
+		case P_STAT:
+			do_stat(w, path);
+			break;
+		case P_UNLINK:
+			if (unlink(path) != 0)
+				fail(w, "unlink", path);
 			break;
 		default:
 			break;
@@ -228,105 +236,89 @@ static void *worker_main(void *arg)
 }
 
 /* Runs every phase on dir with n threads; ops/s per phase into rate[]. */
-static void run_dir(const char *dir, unsigned nvalues, size_t size, unsigned n,
-		    double rate[NPHASES])
+static void run_dir(struct bench *b, double rate[NPHASES])
 {
-	struct bench b = {
-		.dir = dir, .nvalues = nvalues, .size = size, .nthreads = n};
 	struct worker w[MAX_THREADS];
-	double t0;
+	unsigned n = b->nthreads;
+	double t0, ops;
 
-	pthread_barrier_init(&b.ready, NULL, n + 1);
-	pthread_barrier_init(&b.start, NULL, n + 1);
-	pthread_barrier_init(&b.done, NULL, n + 1);
+	pthread_barrier_init(&b->ready, NULL, n + 1);
+	pthread_barrier_init(&b->start, NULL, n + 1);
+	pthread_barrier_init(&b->done, NULL, n + 1);
 	memset(w, 0, sizeof(w));
 	for (unsigned i = 0; i < n; i++) {
-		w[i].b = &b;
+		w[i].b = b;
 		w[i].id = i;
 		if (pthread_create(&w[i].tid, NULL, worker_main, &w[i]))
 			tl_die("pthread_create failed");
 	}
 	for (int p = 0; p < NPHASES; p++) {
-		b.phase = (enum phase)p; /* published by the barriers */
-		pthread_barrier_wait(&b.ready);
+		b->phase = (enum phase)p; /* published by the barriers */
+		pthread_barrier_wait(&b->ready);
 		t0 = tl_now_s(); /* every worker is waiting at start */
-		pthread_barrier_wait(&b.start);
-		pthread_barrier_wait(&b.done);
-		rate[p] = nvalues / (tl_now_s() - t0);
+		pthread_barrier_wait(&b->start);
+		pthread_barrier_wait(&b->done);
+		ops = b->nvalues;
+		if (p == P_READDIR)
+			ops *= (double)b->nreaddirs * n;
+		rate[p] = ops / (tl_now_s() - t0);
 	}
 	for (unsigned i = 0; i < n; i++) {
 		pthread_join(w[i].tid, NULL);
 		if (w[i].err)
 			tl_die("%s: %s", w[i].what, strerror(w[i].err));
 	}
-	pthread_barrier_destroy(&b.ready);
-	pthread_barrier_destroy(&b.start);
-	pthread_barrier_destroy(&b.done);
+	pthread_barrier_destroy(&b->ready);
+	pthread_barrier_destroy(&b->start);
+	pthread_barrier_destroy(&b->done);
 }
 
 /* ---- main ---------------------------------------------------------------- */
 
-static unsigned parse_threads(const char *s, unsigned *out)
-{
-	unsigned n = 0;
-	char *end;
-
-	while (*s && n < MAX_RUNS) {
-		unsigned long t = strtoul(s, &end, 10);
-
-		if (end == s || t < 1 || t > MAX_THREADS)
-			tl_die("bad thread count list: %s", s);
-		out[n++] = (unsigned)t;
-		s = *end == ',' ? end + 1 : end;
-		if (*end && *end != ',')
-			tl_die("bad thread count list");
-	}
-	return n;
-}
-
 static void usage(void)
 {
-	fprintf(stderr, "usage: bench_fs [-n VALUES] [-s SIZE] "
-			"[-t THREADS,...] REGION_DIR [TMPFS_DIR]\n");
+	fprintf(stderr, "usage: bench_fs [-n VALUES] [-s SIZE] [-t THREADS] "
+			"[-r READDIRS] DIR\n");
 	exit(2);
+}
+
+static unsigned long number(const char *s, unsigned long lo, unsigned long hi)
+{
+	char *end;
+	unsigned long v = strtoul(s, &end, 10);
+
+	if (end == s || *end || v < lo || v > hi)
+		tl_die("bad number %s (%lu..%lu)", s, lo, hi);
+	return v;
 }
 
 int main(int argc, char **argv)
 {
-	unsigned threads[MAX_RUNS] = {1, 2, 4}, nruns = 3, nvalues = 10000;
-	double rfs[NPHASES], tmp[NPHASES];
-	const char *tdir;
-	size_t size = 1024;
+	struct bench b = {
+		.nvalues = 10000, .size = 1024, .nthreads = 1, .nreaddirs = 1};
+	double rate[NPHASES];
 	int opt;
 
-	while ((opt = getopt(argc, argv, "n:s:t:h")) != -1) {
+	while ((opt = getopt(argc, argv, "n:s:t:r:h")) != -1) {
 		if (opt == 'n')
-			nvalues = (unsigned)strtoul(optarg, NULL, 10);
+			b.nvalues = (unsigned)number(optarg, 1, 10000000);
 		else if (opt == 's')
-			size = strtoul(optarg, NULL, 10);
+			b.size = number(optarg, 1, 64ul << 20);
 		else if (opt == 't')
-			nruns = parse_threads(optarg, threads);
+			b.nthreads = (unsigned)number(optarg, 1, MAX_THREADS);
+		else if (opt == 'r')
+			b.nreaddirs = (unsigned)number(optarg, 1, 1000000);
 		else
 			usage();
 	}
-	if (optind != argc - 1 && optind != argc - 2)
+	if (optind != argc - 1)
 		usage();
-	if (nvalues < 1 || size < 1 || size > (64u << 20))
-		tl_die("bad -n or -s");
-	tdir = optind == argc - 2 ? argv[optind + 1] : tmpfs_mount();
+	if (b.nthreads > b.nvalues)
+		tl_die("more threads than values");
+	b.dir = argv[optind];
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	printf("bench_fs: %u values of %zu bytes; regionfs %s, tmpfs %s\n",
-	       nvalues, size, argv[optind], tdir);
-	printf("%-8s %7s %14s %14s %8s\n", "phase", "threads", "regionfs op/s",
-	       "tmpfs op/s", "ratio");
-	for (unsigned r = 0; r < nruns; r++) {
-		if (threads[r] > nvalues)
-			tl_die("more threads than values");
-		run_dir(argv[optind], nvalues, size, threads[r], rfs);
-		run_dir(tdir, nvalues, size, threads[r], tmp);
-		for (int p = 0; p < NPHASES; p++)
-			printf("%-8s %7u %14.0f %14.0f %8.3f\n", phase_names[p],
-			       threads[r], rfs[p], tmp[p], rfs[p] / tmp[p]);
-	}
+	run_dir(&b, rate);
+	for (int p = 0; p < NPHASES; p++)
+		printf("rate %s %.1f\n", phase_names[p], rate[p]);
 	return 0;
 }

@@ -307,6 +307,39 @@ static void test_miss_loads_then_hits(void **state)
 	assert_int_equal(st.flights, 0);
 }
 
+/* region_peek: the cached value and its metadata, and no access at all. */
+static void test_peek_returns_value_without_access(void **state)
+{
+	struct region *r = *state;
+	struct region_value *v, *p;
+	struct region_flight *fl;
+	struct region_stats before, after;
+
+	assert_int_equal(region_get(r, "k", 1, &v, &fl), REGION_LOAD);
+	v = str_value("value");
+	region_value_set_meta(v, 1234, 7);
+	assert_int_equal(region_flight_done(r, fl, 0, v, &p), 0);
+	region_value_unref(p);
+	before = stats_of(r);
+	assert_true(region_peek(r, "k", 1, &p));
+	assert_true(value_is(p, "value"));
+	assert_int_equal(region_value_mtime(p), 1234);
+	assert_int_equal(region_value_version(p), 7);
+	region_value_unref(p);
+	assert_false(region_peek(r, "nope", 4, &p));
+	assert_null(p);
+	assert_false(region_peek(r, "", 0, &p)); /* a bad key: just absent */
+	assert_null(p);
+	after = stats_of(r);
+	assert_int_equal(after.gets, before.gets);
+	assert_int_equal(after.hits, before.hits);
+	assert_int_equal(after.misses, before.misses);
+	assert_int_equal(after.flights, 0);
+	region_invalidate(r, "k", 1, REGION_ORIGIN_LOCAL);
+	assert_false(region_peek(r, "k", 1, &p));
+	assert_null(p);
+}
+
 static void test_bad_keys_are_refused(void **state)
 {
 	struct region *r = *state;
@@ -848,6 +881,9 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_miss_loads_then_hits,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_peek_returns_value_without_access, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(test_bad_keys_are_refused,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keys_are_bytes, setup,
