@@ -10,8 +10,8 @@
 # before, after the writes and after the reads, with the region's cached
 # bytes and the ratio RSS / max_bytes. A figure, not a test.
 
-# shellcheck source=../integration/harness.sh disable=SC2154
-. "$(dirname "${BASH_SOURCE[0]}")/../integration/harness.sh"
+# shellcheck source=../common/harness.sh disable=SC2154
+. "$(dirname "${BASH_SOURCE[0]}")/../common/harness.sh"
 
 VKB=${1:-100}
 MAXMB=${2:-64}

@@ -10,7 +10,7 @@
 # hung network file system) never stops sweeps or shutdown.
 
 # shellcheck source=harness.sh disable=SC2154 # rfs_stat uses printf -v
-. "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../common/harness.sh"
 
 rfs_init
 M=$RFS_MNT

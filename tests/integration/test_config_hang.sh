@@ -12,7 +12,7 @@
 # end (the harness kills it with SIGKILL if the test fails first).
 
 # shellcheck source=harness.sh disable=SC2154 # rfs_stat uses printf -v
-. "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../common/harness.sh"
 
 rfs_init
 rfs_mount_as cfg

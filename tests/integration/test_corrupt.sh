@@ -11,7 +11,7 @@
 # the damaged key while keeping every other one.
 
 # shellcheck source=harness.sh disable=SC2154 # rfs_stat uses printf -v
-. "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../common/harness.sh"
 
 command -v sqlite3 >/dev/null || rfs_fail "the sqlite3 shell is not installed"
 rfs_init

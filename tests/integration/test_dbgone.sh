@@ -10,7 +10,7 @@
 # old WAL is not applied to it, at unmount or at the next mount.
 
 # shellcheck source=harness.sh disable=SC2154 # rfs_stat uses printf -v
-. "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../common/harness.sh"
 
 command -v sqlite3 >/dev/null || rfs_fail "the sqlite3 shell is not installed"
 rfs_init

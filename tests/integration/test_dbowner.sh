@@ -7,7 +7,7 @@
 # mode 0600 (or 0644) is used, and -wal/-shm get that mode.
 
 # shellcheck source=harness.sh
-. "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../common/harness.sh"
 
 rfs_init
 M=$RFS_MNT

@@ -12,7 +12,7 @@
 # set, so file modes apply to it (the files stay root's own).
 
 # shellcheck source=harness.sh disable=SC2154 # rfs_stat uses printf -v
-. "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../common/harness.sh"
 
 command -v setpriv >/dev/null || rfs_skip "setpriv (util-linux) is missing"
 rfs_init

@@ -12,7 +12,7 @@
 # root); it is lazily unmounted before the harness cleans up.
 
 # shellcheck source=harness.sh disable=SC2154 # rfs_stat uses printf -v
-. "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../common/harness.sh"
 
 rfs_init
 SMALL=$RFS_TMP/small

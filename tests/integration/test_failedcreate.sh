@@ -10,7 +10,7 @@
 # purpose).
 
 # shellcheck source=harness.sh
-. "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../common/harness.sh"
 
 rfs_init
 rfs_mount

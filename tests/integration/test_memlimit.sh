@@ -10,7 +10,7 @@
 # room back. The figures (RSS before and after) are printed.
 
 # shellcheck source=harness.sh disable=SC2154 # rfs_stat uses printf -v
-. "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../common/harness.sh"
 
 rfs_init
 cat >>"$RFS_INI" <<'EOF2'

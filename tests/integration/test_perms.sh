@@ -10,7 +10,7 @@
 # setpriv) tries.
 
 # shellcheck source=harness.sh disable=SC2154 # rfs_stat uses printf -v
-. "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../common/harness.sh"
 
 command -v setpriv >/dev/null || rfs_skip "setpriv (util-linux) is missing"
 command -v sqlite3 >/dev/null || rfs_fail "the sqlite3 shell is not installed"

@@ -10,7 +10,7 @@
 # uncommitted, saying so in the log; the key keeps its old value.
 
 # shellcheck source=harness.sh disable=SC2154 # rfs_helper uses printf -v
-. "$(dirname "${BASH_SOURCE[0]}")/harness.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../common/harness.sh"
 
 rfs_init
 rfs_helper hw halfwriter
