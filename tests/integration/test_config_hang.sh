@@ -23,6 +23,21 @@ M=$RFS_MNT
 [ -d "$M/main" ] || rfs_fail "the mount did not load regions.ini from cfg"
 
 kill -STOP "${RFS_PIDS[cfg]}"
+# kill returns before every thread of cfg has stopped; one still running
+# could answer the reload's lookup. Wait until all of them are stopped.
+all_stopped()
+{
+	local st
+	for st in /proc/"$1"/task/*/stat; do
+		[ "$(sed 's/^.*) //' "$st" 2>/dev/null | cut -d' ' -f1)" = T ] || return 1
+	done
+}
+for ((i = 0; i < 200; i++)); do
+	all_stopped "${RFS_PIDS[cfg]}" && break
+	sleep 0.05
+done
+all_stopped "${RFS_PIDS[cfg]}" ||
+	{ kill -CONT "${RFS_PIDS[cfg]}"; rfs_fail "SIGSTOP did not stop every thread of cfg"; }
 kill -HUP "$RFS_PID"
 for ((i = 0; i < 300; i++)); do # the stall is logged after 5 s
 	grep -q "has taken .* ms so far" "$RFS_LOG" && break
