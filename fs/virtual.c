@@ -226,9 +226,19 @@ static struct rsnap *sample_all(const struct rfs_view *v, int *rc)
 /* Adds every counter and gauge of b into a (limits are not summed). */
 static void rsnap_add(struct rsnap *a, const struct rsnap *b)
 {
+	/* two numbers are per-stripe maxima: across regions, the largest */
+	uint64_t examined = a->s.max_examined_per_hold;
+	uint64_t stripe_max = a->s.stripe_max_entries;
+
 #define ADD_FIELD(src, id, field, ...) a->s.field += b->s.field;
 	REGION_STATS(ADD_FIELD)
 #undef ADD_FIELD
+	a->s.max_examined_per_hold = examined > b->s.max_examined_per_hold
+					     ? examined
+					     : b->s.max_examined_per_hold;
+	a->s.stripe_max_entries = stripe_max > b->s.stripe_max_entries
+					  ? stripe_max
+					  : b->s.stripe_max_entries;
 	if (b->stored) {
 		a->keys_stored += b->keys_stored;
 		a->value_bytes_stored += b->value_bytes_stored;
