@@ -192,16 +192,15 @@ static void op_stat(struct worker *w, unsigned k)
 	} else if (rc) {
 		tl_report("stat %s: %s", path, strerror(-rc));
 	} else {
+		const struct key_model *m = &model[k];
+		size_t body = value_len(m->src, m->ver);
+
 		n = snprintf(hdr, sizeof(hdr),
-			     "soak k=%u v=%" PRIu32 " len=%zu\n", model[k].src,
-			     model[k].ver,
-			     value_len(model[k].src, model[k].ver));
-		if ((size_t)st.st_size != (size_t)n + value_len(model[k].src,
-								model[k].ver))
+			     "soak k=%u v=%" PRIu32 " len=%zu\n", m->src,
+			     m->ver, body);
+		if ((size_t)st.st_size != (size_t)n + body)
 			tl_report("stat %s: size %jd, expected %zu", path,
-				  (intmax_t)st.st_size,
-				  (size_t)n + value_len(model[k].src,
-							model[k].ver));
+				  (intmax_t)st.st_size, (size_t)n + body);
 	}
 	w->stats++;
 }
@@ -250,8 +249,8 @@ int main(int argc, char **argv)
 	unsigned i;
 
 	if (argc != 3 && argc != 6) {
-		fprintf(stderr,
-			"usage: soak_model DIR SECONDS [NKEYS NTHREADS SEED]\n");
+		fprintf(stderr, "usage: soak_model DIR SECONDS [NKEYS NTHREADS "
+				"SEED]\n");
 		return 2;
 	}
 	dir = argv[1];
