@@ -327,12 +327,28 @@ int rfs_commit_truncate(fuse_ino_t ino, off_t size)
 	return rc;
 }
 
+/* E1, the row's delete (only at *version when given), E2. Name lock held. */
+static int delete_store(const char *region, const void *key, size_t klen,
+			const uint64_t *version)
+{
+	struct rfs_region *rr = write_begin(region);
+	unsigned flags = region_flags(rr);
+	int rc;
+
+	evict(rr, key, klen); /* E1 */
+	rc = version ? store_delete_version(rfs.st, region, key, klen, *version,
+					    flags)
+		     : store_delete(rfs.st, region, key, klen, flags);
+	evict(rr, key, klen); /* E2 */
+	write_end(rr);
+	return rc;
+}
+
 int rfs_commit_delete_created(const char *region, const void *key, size_t klen,
 			      uint64_t version)
 {
 	char esc[RFS_ESC_LEN];
 	struct store_meta last;
-	struct rfs_region *rr;
 	struct rfs_names l;
 	int rc;
 
@@ -342,12 +358,7 @@ int rfs_commit_delete_created(const char *region, const void *key, size_t klen,
 		rc = -ENOENT; /* changed since: not ours to remove */
 	if (rc)
 		goto out;
-	rr = write_begin(region);
-	evict(rr, key, klen); /* E1 */
-	rc = store_delete_version(rfs.st, region, key, klen, version,
-				  region_flags(rr));
-	evict(rr, key, klen); /* E2 */
-	write_end(rr);
+	rc = delete_store(region, key, klen, &version);
 	if (rc == 0) {
 		rfs_inode_unlinked(region, key, klen, &last);
 		rfs_log(RFS_LOG_NOTICE,
@@ -364,7 +375,6 @@ int rfs_commit_delete(const char *region, const void *key, size_t klen)
 {
 	char esc[RFS_ESC_LEN];
 	struct store_meta last;
-	struct rfs_region *rr;
 	struct rfs_names l;
 	int rc;
 
@@ -372,11 +382,7 @@ int rfs_commit_delete(const char *region, const void *key, size_t klen)
 	rc = store_stat(rfs.st, region, key, klen, &last);
 	if (rc)
 		goto out;
-	rr = write_begin(region);
-	evict(rr, key, klen); /* E1 */
-	rc = store_delete(rfs.st, region, key, klen, region_flags(rr));
-	evict(rr, key, klen); /* E2 */
-	write_end(rr);
+	rc = delete_store(region, key, klen, NULL);
 	if (rc == 0 || rc == -ENOENT)
 		rfs_inode_unlinked(region, key, klen, &last);
 	if (rc == 0)
