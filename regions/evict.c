@@ -16,7 +16,7 @@
  * touch_locked() in batches, in order per thread; the lock holder replays
  * its own lane first, so single-threaded (the trace benchmark) every hit
  * is applied before the next eviction and the miss ratios equal textbook
- * LRU (see bench_trace). Hits lost when a lane is full and the lock busy
+ * LRU (see bench_hitratio). Hits lost when a lane is full and the lock busy
  * are counted (hits_unrecorded).
  *
  * REGION_STRATEGY_S3FIFO: S3-FIFO (Yang et al., SOSP 2023), following the
@@ -36,7 +36,7 @@
  * count is also capped at the stripe's current entry count (at least 64),
  * so tiny values cannot make the ghost outgrow the cache.
  *
- * Measured through the real API (bench_trace, miss ratios with cold
+ * Measured through the real API (bench_hitratio, miss ratios with cold
  * misses, cache = 1% / 10% / 30% of the distinct keys), orm-busy:
  *   LRU, 1 stripe      0.2297 0.1199 0.0565  (reference LRU: identical)
  *   S3-FIFO, 1 stripe  0.2437 0.1111 0.0518  (reference: 0.2436 ...)
