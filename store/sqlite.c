@@ -1,6 +1,6 @@
 /*
  * sqlite.c - SQLite persistence for regionfs (the default backend of
- * store.h, through store.c's ops table): opening and the schema,
+ * store.h, through dispatch.c's ops table): opening and the schema,
  * per-thread read connections, reads and listing, and the writer thread
  * with group commit. The change feed is in changes.c; store_int.h holds
  * what the two share (struct store and its lock map).

@@ -1,6 +1,6 @@
 /*
  * store_int.h - what the SQLite backend's .c files share and fs/ must not
- * see. (store.c dispatches store.h to the backends, store_ops.h; pg.c is
+ * see. (dispatch.c dispatches store.h to the backends, store_ops.h; pg.c is
  * the PostgreSQL backend, with its own struct.)
  *
  *   sqlite.c   open/schema, per-thread read connections, reads and

@@ -1,7 +1,7 @@
 /*
  * store_ops.h - the seam between store.h and its backends.
  *
- * store.h is the one interface fs/ and regions/ use. store.c (the
+ * store.h is the one interface fs/ and regions/ use. dispatch.c (the
  * dispatcher) validates the arguments every backend would check the same
  * way, then calls the backend's function through the ops table of the
  * store: sqlite.c + changes.c (an SQLite file, the default) or pg.c

@@ -1,5 +1,5 @@
 /*
- * store.c - the store interface (store.h) dispatched to its backends.
+ * dispatch.c - the store interface (store.h) dispatched to its backends.
  *
  * store_open() picks the backend from SOURCE (store_source_backend()):
  * an SQLite database file (sqlite.c and changes.c, the default) or a
