@@ -226,7 +226,7 @@ struct region_value *region__value_ref_hit(struct region_value *v)
 		sl->used++;
 		return v;
 	}
-	if (v->len > VREF_MAX_LEN || sl->v == v ||
+	if (region__vlen(v) > VREF_MAX_LEN || sl->v == v ||
 	    (sl->v && (++vcache_tick & 7) != 0))
 		return region__value_ref(v); /* no slot: a plain reference */
 	if (region__unlikely(!my_rec))

@@ -241,11 +241,11 @@ static void s3_push(struct stripe *s, struct entry *e, enum entry_queue q)
 	if (q == ENTRY_Q_SMALL) {
 		rlist_add_head(&s->small, &e->qnode);
 		s->small_n++;
-		s->small_bytes += e->charge;
+		s->small_bytes += region__entry_charge(e);
 	} else {
 		rlist_add_head(&s->main, &e->qnode);
 		s->main_n++;
-		s->main_bytes += e->charge;
+		s->main_bytes += region__entry_charge(e);
 	}
 }
 
@@ -254,11 +254,11 @@ static void s3_remove_locked(struct stripe *s, struct entry *e)
 	rlist_del(&e->qnode);
 	if (e->queue == ENTRY_Q_SMALL) {
 		s->small_n--;
-		s->small_bytes -= e->charge;
+		s->small_bytes -= region__entry_charge(e);
 	} else {
 		assert(e->queue == ENTRY_Q_MAIN);
 		s->main_n--;
-		s->main_bytes -= e->charge;
+		s->main_bytes -= region__entry_charge(e);
 	}
 	e->queue = ENTRY_Q_NONE;
 }
@@ -266,7 +266,7 @@ static void s3_remove_locked(struct stripe *s, struct entry *e)
 static void s3_insert_locked(struct stripe *s, struct entry *e)
 {
 	atomic_store_explicit(&e->freq, 0, memory_order_relaxed);
-	if (ghost_take(&s->ghost, e->hash))
+	if (ghost_take(&s->ghost, region__entry_hash(e)))
 		s3_push(s, e, ENTRY_Q_MAIN);
 	else
 		s3_push(s, e, ENTRY_Q_SMALL);
@@ -349,7 +349,7 @@ static bool s3_evict_small(struct region *r, struct stripe *s,
 				s3_evict_main(r, s, grave, examined);
 			continue;
 		}
-		ghost_add(s, e->hash, e->charge);
+		ghost_add(s, region__entry_hash(e), region__entry_charge(e));
 		region__evict_locked(r, s, e, grave);
 		return true;
 	}
