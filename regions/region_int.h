@@ -245,20 +245,29 @@ struct region_flight {
 
 /* ---- ghost (S3-FIFO) ------------------------------------------------- */
 
-/* A recently evicted key, remembered by hash only. */
-struct ghost_node {
-	struct ghost_node *hnext; /* L: stripe; ghost hash chain */
-	struct rlist qnode;	  /* L: stripe; ghost FIFO */
-	uint64_t hash;
-	uint64_t charge;
+/*
+ * The keys recently evicted from S3-FIFO's small queue, as 32-bit
+ * fingerprints of their hashes: a FIFO ring of (fingerprint, charge)
+ * records and a linear-probing index of ring positions (at most half
+ * full, backward-shift deletion), about 16 bytes per remembered key and
+ * no allocation per key. A record taken out of the middle leaves a hole
+ * (fingerprint 0) that the head skips. Sized to the ghost's entry cap
+ * (a power of two); when the cap outgrows it, or falls to a quarter of it,
+ * the ghost starts again empty at the new size (a ghost is a hint).
+ */
+struct ghost_rec {
+	uint32_t fp;	 /* 0: a hole */
+	uint32_t charge; /* saturated at UINT32_MAX */
 };
 
 struct ghost {
-	struct ghost_node **buckets; /* L: stripe; power-of-two sized */
-	size_t mask;		     /* L: stripe; nbuckets - 1, or 0 */
-	struct rlist fifo;	     /* L: stripe; newest at the head */
-	uint64_t n;		     /* L: stripe */
-	uint64_t bytes;		     /* L: stripe; sum of charges */
+	struct ghost_rec *ring; /* L: stripe; rmask + 1 records, or NULL */
+	uint32_t *index;	/* L: stripe; ring position + 1, 0 empty */
+	uint32_t rmask;		/* L: stripe; ring size - 1 */
+	uint32_t ibits;		/* L: stripe; log2 of the index size */
+	uint32_t head, tail;	/* L: stripe; oldest record, next free */
+	uint64_t n;		/* L: stripe; live records */
+	uint64_t bytes;		/* L: stripe; sum of their charges */
 };
 
 /* ---- stripes --------------------------------------------------------- */

@@ -138,7 +138,6 @@ int region__stripe_init(struct stripe *s, const struct region_evict_ops *ops)
 	rlist_init(&s->lru);
 	rlist_init(&s->small);
 	rlist_init(&s->main);
-	rlist_init(&s->ghost.fifo);
 	if (ops->init && (rc = ops->init(s)) != 0) {
 		free(t);
 		free(s->lanes);
