@@ -97,13 +97,39 @@ static bool stale_guard_on(void)
 /*
  * Bytes of every live value (data plus header), cached or only referenced
  * by readers: what the daemon's global memory limit measures. Touched on
- * create and free only, never on a hit.
+ * create and free only, never on a hit, but that is every miss and every
+ * eviction: so one counter per thread slot (seed 003: one shared counter
+ * is a line every thread writes), summed on read. A value freed by
+ * another thread than the one that made it leaves one slot negative and
+ * another positive; the sum is exact.
  */
-static atomic_uint_fast64_t live_value_bytes;
+static struct {
+	alignas(REGION_CACHELINE) atomic_int_fast64_t b;
+} live_value_bytes[REGION_STAT_SLOTS];
 
 uint64_t region_values_bytes(void)
 {
-	return atomic_load_explicit(&live_value_bytes, memory_order_relaxed);
+	int64_t sum = 0;
+	unsigned i;
+
+	for (i = 0; i < REGION_STAT_SLOTS; i++)
+		sum += atomic_load_explicit(&live_value_bytes[i].b,
+					    memory_order_relaxed);
+	return sum > 0 ? (uint64_t)sum : 0;
+}
+
+void region__values_account(int64_t delta)
+{
+	unsigned i = region__tslot();
+	atomic_int_fast64_t *c = &live_value_bytes[i].b;
+
+	if (region__likely(i != REGION_SHARED_SLOT))
+		atomic_store_explicit(
+			c,
+			atomic_load_explicit(c, memory_order_relaxed) + delta,
+			memory_order_relaxed); /* this thread's own slot */
+	else
+		atomic_fetch_add_explicit(c, delta, memory_order_relaxed);
 }
 
 /* A value header of the given kind for len bytes, one reference. */
@@ -130,8 +156,7 @@ struct region_value *region_value_create(const void *data, size_t len)
 	value_init(v, VALUE_INLINE, len);
 	if (len)
 		memcpy(v->inline_data, data, len);
-	atomic_fetch_add_explicit(&live_value_bytes, REGION_VALUE_HDR + len,
-				  memory_order_relaxed);
+	region__values_account((int64_t)(REGION_VALUE_HDR + len));
 	return v;
 }
 
@@ -147,9 +172,7 @@ struct region_value *region_value_adopt(void *buf, size_t len)
 	}
 	value_init(v, buf ? VALUE_ADOPTED : VALUE_INLINE, buf ? len : 0);
 	memcpy(v->inline_data, &buf, sizeof(buf));
-	atomic_fetch_add_explicit(&live_value_bytes,
-				  REGION_VALUE_HDR + region__vlen(v),
-				  memory_order_relaxed);
+	region__values_account((int64_t)(REGION_VALUE_HDR + region__vlen(v)));
 	return v;
 }
 
@@ -198,12 +221,6 @@ uint64_t region_value_tag(const struct region_value *v)
 struct region_value *region_value_ref(struct region_value *v)
 {
 	return region__value_ref(v);
-}
-
-void region__values_account(int64_t delta)
-{
-	atomic_fetch_add_explicit(&live_value_bytes, (uint64_t)delta,
-				  memory_order_relaxed);
 }
 
 void region__value_free(struct region_value *v)

@@ -515,7 +515,8 @@ uint64_t region__epoch_now(void);
 uint64_t region__epoch_try_advance(void);
 /* Threads that have ever had a record (the cost of a scan). */
 unsigned region__epoch_nthreads(void);
-/* The epoch, read by a sequentially consistent RMW (a full barrier). */
+/* The epoch, read after a full barrier (the stores before it are visible
+ * to all before the load). */
 uint64_t region__epoch_stamp(void);
 #define REGION_EPOCH_PENDING (UINT64_MAX - 2) /* retired, not yet stamped */
 /* Something retired at epoch e can be freed once the epoch is >= e + 2. */
