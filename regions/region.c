@@ -103,9 +103,7 @@ static bool stale_guard_on(void)
  * another thread than the one that made it leaves one slot negative and
  * another positive; the sum is exact.
  */
-static struct {
-	alignas(REGION_CACHELINE) atomic_int_fast64_t b;
-} live_value_bytes[REGION_STAT_SLOTS];
+struct region_vbytes region__live_value_bytes[REGION_STAT_SLOTS];
 
 uint64_t region_values_bytes(void)
 {
@@ -113,23 +111,9 @@ uint64_t region_values_bytes(void)
 	unsigned i;
 
 	for (i = 0; i < REGION_STAT_SLOTS; i++)
-		sum += atomic_load_explicit(&live_value_bytes[i].b,
+		sum += atomic_load_explicit(&region__live_value_bytes[i].b,
 					    memory_order_relaxed);
 	return sum > 0 ? (uint64_t)sum : 0;
-}
-
-void region__values_account(int64_t delta)
-{
-	unsigned i = region__tslot();
-	atomic_int_fast64_t *c = &live_value_bytes[i].b;
-
-	if (region__likely(i != REGION_SHARED_SLOT))
-		atomic_store_explicit(
-			c,
-			atomic_load_explicit(c, memory_order_relaxed) + delta,
-			memory_order_relaxed); /* this thread's own slot */
-	else
-		atomic_fetch_add_explicit(c, delta, memory_order_relaxed);
 }
 
 /* A value header of the given kind for len bytes, one reference. */
@@ -528,13 +512,16 @@ static uint64_t mono_ns(void)
  * malloc nor free a flight. Freed at thread exit by a key destructor.
  */
 static __thread struct region_flight *spare_flight;
+static __thread bool spare_registered; /* the key's destructor will run */
 static pthread_key_t spare_key;
 static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
 
 static void spare_free(void *arg)
 {
-	free(arg);
+	(void)arg;
+	free(spare_flight);
 	spare_flight = NULL;
+	spare_registered = false; /* a later flight_free() registers again */
 }
 
 static void spare_key_init(void)
@@ -544,10 +531,14 @@ static void spare_key_init(void)
 
 static void flight_free(struct region_flight *fl)
 {
-	if (!spare_flight) {
+	if (region__unlikely(!spare_registered)) {
+		/* once per thread: a non-NULL value makes the destructor run */
 		pthread_once(&spare_once, spare_key_init);
+		pthread_setspecific(spare_key, (void *)1);
+		spare_registered = true;
+	}
+	if (!spare_flight) {
 		spare_flight = fl;
-		pthread_setspecific(spare_key, fl);
 		return;
 	}
 	free(fl);
@@ -560,7 +551,6 @@ static struct region_flight *flight_create(uint64_t hash, const void *key,
 
 	if (fl) {
 		spare_flight = NULL;
-		pthread_setspecific(spare_key, NULL);
 	} else {
 		fl = malloc(sizeof(*fl) + REGION_MAX_KEY);
 		if (!fl)
@@ -721,7 +711,7 @@ static int miss_locked(struct region *r, struct stripe *s, uint64_t h,
 	struct region_flight **fp;
 
 	if (e && !region__entry_live(s, e)) {
-		region__unlink_locked(s, e, NULL); /* invalidated by gen */
+		region__unlink_hash_locked(s, e, h); /* invalidated by gen */
 		e = NULL;
 	}
 	if (e) {
@@ -874,7 +864,7 @@ static void install_locked(struct region *r, struct stripe *s,
 	/* cannot exist while the flight was attached; replace if it does */
 	old = region__stripe_find(s, fl->hash, fl->key, fl->klen);
 	if (old)
-		region__unlink_locked(s, old, NULL);
+		region__unlink_hash_locked(s, old, fl->hash);
 	/* bounded: excess left by a lowered limit goes in later holds (half
 	 * the hold's budget: the link may migrate table buckets too) */
 	region__make_room_locked(r, s, true, region__entry_charge(e),
@@ -1031,7 +1021,7 @@ void region_invalidate(struct region *r, const void *key, size_t klen,
 	region__stripe_wrlock(s);
 	e = region__stripe_find(s, h, key, klen);
 	if (e)
-		region__unlink_locked(s, e, NULL);
+		region__unlink_hash_locked(s, e, h);
 	fp = find_flight_locked(s, h, key, klen);
 	if (fp && stale_guard_on())
 		poison_at_locked(s, fp);

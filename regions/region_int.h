@@ -582,11 +582,30 @@ static inline bool region__key_eq(const unsigned char *a,
 	return region__rd64(a + len - 8) == region__rd64(b + len - 8);
 }
 
+/*
+ * Walks a chain for key. No hash is stored to filter on: klen, then the
+ * key's last 8 bytes (keys that share a prefix, like file names, differ
+ * there first), then the whole key.
+ */
 static inline struct entry *region__chain_find(struct entry *e, const void *key,
 					       size_t klen)
 {
+	const unsigned char *k = key;
+	uint64_t tail;
+
+	if (klen < 8) {
+		for (; e; e = atomic_load_explicit(&e->hnext,
+						   memory_order_acquire)) {
+			if (e->klen == klen && memcmp(e->key, k, klen) == 0)
+				return e;
+		}
+		return NULL;
+	}
+	tail = region__rd64(k + klen - 8);
 	for (; e; e = atomic_load_explicit(&e->hnext, memory_order_acquire)) {
-		if (e->klen == klen && region__key_eq(e->key, key, klen))
+		if (e->klen == klen &&
+		    region__rd64(e->key + klen - 8) == tail &&
+		    region__key_eq(e->key, k, klen))
 			return e;
 	}
 	return NULL;
@@ -655,6 +674,9 @@ void region__link_locked(struct stripe *s, struct entry *e, uint64_t hash,
  */
 void region__unlink_locked(struct stripe *s, struct entry *e,
 			   struct entry **grave);
+/* The same for a caller that knows the hash of e's key. */
+void region__unlink_hash_locked(struct stripe *s, struct entry *e,
+				uint64_t hash);
 /* Unlinks e as a capacity eviction (counted). Lock held. */
 void region__evict_locked(struct region *r, struct stripe *s, struct entry *e,
 			  struct entry **grave);
@@ -792,8 +814,26 @@ static inline struct region_value *region__value_ref(struct region_value *v)
 
 /* Frees a value whose count reached zero. */
 void region__value_free(struct region_value *v);
+/* The bytes of live values, per thread slot (region.c). */
+struct region_vbytes {
+	alignas(REGION_CACHELINE) atomic_int_fast64_t b;
+};
+extern struct region_vbytes region__live_value_bytes[REGION_STAT_SLOTS];
+
 /* Adds delta to the bytes of live values (region_values_bytes()). */
-void region__values_account(int64_t delta);
+static inline void region__values_account(int64_t delta)
+{
+	unsigned i = region__tslot();
+	atomic_int_fast64_t *c = &region__live_value_bytes[i].b;
+
+	if (region__likely(i != REGION_SHARED_SLOT))
+		atomic_store_explicit(
+			c,
+			atomic_load_explicit(c, memory_order_relaxed) + delta,
+			memory_order_relaxed); /* this thread's own slot */
+	else
+		atomic_fetch_add_explicit(c, delta, memory_order_relaxed);
+}
 
 /* Computes stripe quotas for limits spread over n stripes. */
 void region__quota_of(const struct region_limits *lim, unsigned n, unsigned i,

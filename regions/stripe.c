@@ -570,12 +570,11 @@ void region__link_locked(struct stripe *s, struct entry *e, uint64_t hash,
 }
 
 /* The link that points at e, in tab or old. Lock held. */
-static _Atomic(struct entry *) *link_of_locked(struct stripe *s,
-					       const struct entry *e)
+static _Atomic(struct entry *) *
+link_of_locked(struct stripe *s, const struct entry *e, uint64_t hash)
 {
 	struct table *t = atomic_load_explicit(&s->tab, memory_order_relaxed);
 	struct table *o = atomic_load_explicit(&s->old, memory_order_relaxed);
-	uint64_t hash = region__entry_hash(e);
 	_Atomic(struct entry *) *pp;
 	int pass;
 
@@ -595,13 +594,12 @@ static _Atomic(struct entry *) *link_of_locked(struct stripe *s,
 	return NULL;
 }
 
-void region__unlink_locked(struct stripe *s, struct entry *e,
-			   struct entry **grave)
+void region__unlink_hash_locked(struct stripe *s, struct entry *e,
+				uint64_t hash)
 {
-	_Atomic(struct entry *) *pp = link_of_locked(s, e);
+	_Atomic(struct entry *) *pp = link_of_locked(s, e, hash);
 	uint64_t charge = region__entry_charge(e);
 
-	(void)grave;
 	region__assert_wrlocked(s);
 	/* e keeps its hnext: a reader standing on e walks on */
 	atomic_store_explicit(
@@ -624,6 +622,13 @@ void region__unlink_locked(struct stripe *s, struct entry *e,
 	*s->retired_tail = e;
 	s->retired_tail = &e->retire.next;
 	s->nretired++;
+}
+
+void region__unlink_locked(struct stripe *s, struct entry *e,
+			   struct entry **grave)
+{
+	(void)grave;
+	region__unlink_hash_locked(s, e, region__entry_hash(e));
 }
 
 void region__evict_locked(struct region *r, struct stripe *s, struct entry *e,
