@@ -145,6 +145,7 @@ struct pconn {
 	int64_t next_try_ns; /* no connection attempt before this */
 	unsigned backoff_ms; /* the next wait after a failed attempt */
 	bool ever;	     /* was connected once: the next is a reconnect */
+	int last_err;	     /* of the last failed attempt */
 };
 
 /* A position in the change feed: see the design note. */
@@ -398,6 +399,13 @@ static int exec_cmd(PGconn *c, const char *sql, PGresult **err_out)
 	return -EIO;
 }
 
+/* Server notices (NOTICE, WARNING) are not errors: not printed. */
+static void no_notices(void *arg, const char *msg)
+{
+	(void)arg;
+	(void)msg;
+}
+
 /* Opens one connection with SOURCE and our settings; NULL on failure. */
 static PGconn *conn_open(struct pg_store *ps, char *msg, size_t n)
 {
@@ -415,11 +423,28 @@ static PGconn *conn_open(struct pg_store *ps, char *msg, size_t n)
 	};
 	PGconn *c = PQconnectdbParams(kw, val, 1);
 
-	if (c && PQstatus(c) == CONNECTION_OK)
+	if (c && PQstatus(c) == CONNECTION_OK) {
+		PQsetNoticeProcessor(c, no_notices, NULL);
 		return c;
+	}
 	pg_msg(c, NULL, msg, n);
 	PQfinish(c);
 	return NULL;
+}
+
+/*
+ * The -errno of a failed connection attempt: a server that is up but
+ * read-only (a standby, or default_transaction_read_only: refused by
+ * target_session_attrs=read-write) is EROFS, the rest EIO.
+ */
+static int conn_errno(const char *msg, enum store_err_kind *kind)
+{
+	if (strstr(msg, "session is read-only") || strstr(msg, "hot standby")) {
+		*kind = STORE_ERR_READONLY;
+		return -EROFS;
+	}
+	*kind = STORE_ERR_IO;
+	return -EIO;
 }
 
 /* Per-kind session settings of a new connection. */
@@ -465,10 +490,12 @@ static int conn_ensure(struct pg_store *ps, struct pconn *pc,
 		pc->c = NULL;
 	}
 	pc->prepared = 0;
-	if (t < pc->next_try_ns) {
-		atomic_fetch_add_explicit(&ps->errs[STORE_ERR_IO], 1,
-					  memory_order_relaxed);
-		return -EIO;
+	if (t < pc->next_try_ns) { /* backing off: the last attempt's */
+		atomic_fetch_add_explicit(
+			&ps->errs[pc->last_err == -EROFS ? STORE_ERR_READONLY
+							 : STORE_ERR_IO],
+			1, memory_order_relaxed);
+		return pc->last_err;
 	}
 	c = conn_open(ps, msg, sizeof(msg));
 	if (c && conn_setup(ps, c, kind, &r)) {
@@ -478,14 +505,18 @@ static int conn_ensure(struct pg_store *ps, struct pconn *pc,
 		c = NULL;
 	}
 	if (!c) {
+		enum store_err_kind k;
+		int err = conn_errno(msg, &k);
+
 		if (!pc->backoff_ms)
 			pc->backoff_ms = BACKOFF_MIN_MS;
 		pc->next_try_ns = t + (int64_t)pc->backoff_ms * 1000000;
 		pc->backoff_ms = pc->backoff_ms * 2 > BACKOFF_MAX_MS
 					 ? BACKOFF_MAX_MS
 					 : pc->backoff_ms * 2;
-		report(ps, -EIO, STORE_ERR_IO, what, NULL, NULL, 0, msg);
-		return -EIO;
+		pc->last_err = err;
+		report(ps, err, k, what, NULL, NULL, 0, msg);
+		return err;
 	}
 	if (pc->ever)
 		atomic_fetch_add_explicit(&ps->reconnects, 1,
@@ -1147,10 +1178,17 @@ static void batch_run(struct pg_store *ps, struct op *batch)
 			 * again on a new connection (a server restart, or a
 			 * connection that died while idle); after COMMIT the
 			 * outcome is unknown and the ops fail with EIO */
-			if (!at_commit && now_ns() < deadline &&
-			    writer_connect(ps, deadline) == 0) {
-				tries++;
-				continue;
+			if (!at_commit && now_ns() < deadline) {
+				err = writer_connect(ps, deadline);
+				if (err == 0) {
+					tries++;
+					continue;
+				}
+				for (op = batch; op; op = op->next)
+					if (!op->final && op_changes_kv(op))
+						ps->wstats.errors++;
+				batch_fail(batch, err); /* reported */
+				return;
 			}
 		}
 		if (kind == STORE_ERR_BUSY && now_ns() < deadline) {
@@ -1862,8 +1900,10 @@ int store__pg_open(const char *conninfo, const struct store_options *opts,
 	/* the schema on a connection of its own, which becomes a reader */
 	c = conn_open(ps, msg, sizeof(msg));
 	if (!c) {
-		report(ps, -EIO, STORE_ERR_IO, "connect", NULL, NULL, 0, msg);
-		err = -EIO;
+		enum store_err_kind kind;
+
+		err = conn_errno(msg, &kind);
+		report(ps, err, kind, "connect", NULL, NULL, 0, msg);
 		goto out;
 	}
 	ps->readers[0].c = c;

@@ -13,8 +13,9 @@
 #define PG_SCHEMA_LOCK "SELECT pg_advisory_xact_lock(7276784519437313)"
 
 /*
- * Version 1. Everything lives in schema regionfs, so the tables sit next
- * to an application's own in a database operators already run.
+ * Version 1. Everything lives in schema regionfs (created with
+ * schema_version before the first step), so the tables sit next to an
+ * application's own in a database operators already run.
  *
  * kv: keys are bytea (any bytes round-trip, and bytea compares with
  * memcmp, so ORDER BY key is byte order). kv_fill (BEFORE, per row)
@@ -37,7 +38,6 @@
  * whose position is older must assume it missed something.
  */
 static const char pg_schema_v1[] =
-	"CREATE SCHEMA IF NOT EXISTS regionfs;\n"
 	"CREATE TABLE regionfs.kv(\n"
 	"  region text NOT NULL,\n"
 	"  key bytea NOT NULL,\n"

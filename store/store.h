@@ -120,8 +120,9 @@ char *store_source_display(const char *source);
 /*
  * Opens the store SOURCE names (store_source_backend()). PostgreSQL: see
  * pg.c and doc/schema.md (schema created or upgraded, -EPROTO for a newer
- * one; a server that cannot be reached: -EHOSTUNREACH / -ECONNREFUSED /
- * -EACCES for a refused login). SQLite, the rest of this comment:
+ * one; a server that cannot be reached or refuses the login: -EIO, with
+ * libpq's message passed to the error callback; -EPROTONOSUPPORT in a
+ * build without libpq). SQLite, the rest of this comment:
  *
  * Opens (creating it with mode 0600 if missing) the database at path,
  * creates or upgrades the schema (PRAGMA user_version) and starts the
