@@ -193,6 +193,7 @@ struct pg_store {
 	struct cursor_state cur[PG_CURSORS]; /* L: feed_lock */
 	uint64_t next_token;		     /* L: feed_lock */
 	unsigned cur_next;		     /* L: feed_lock; ring slot */
+	unsigned bells_pending; /* L: feed_lock; heard, not yet returned */
 
 	atomic_uint_fast64_t errs[STORE_ERR_NKINDS];
 	atomic_uint_fast64_t bells_sent, bells_failed, bells_received;
@@ -1391,6 +1392,7 @@ static int feed_drain_locked(struct pg_store *ps)
 	if (got)
 		atomic_fetch_add_explicit(&ps->bells_received, got,
 					  memory_order_relaxed);
+	ps->bells_pending += got;
 	return got;
 }
 
@@ -1705,6 +1707,12 @@ static int pg_changes_drain(struct store *st)
 
 	pthread_mutex_lock(&ps->feed_lock);
 	n = feed_drain_locked(ps);
+	if (n >= 0 || ps->bells_pending) {
+		/* with those drained after the feed's own queries: a bell
+		 * heard during a pass may be for a commit after its snapshot */
+		n = ps->bells_pending;
+		ps->bells_pending = 0;
+	}
 	pthread_mutex_unlock(&ps->feed_lock);
 	return n;
 }
