@@ -1057,8 +1057,186 @@ static void batch_fail(struct op *batch, int err)
  * (NULL: BEGIN or COMMIT); *at_commit once COMMIT was sent, after which
  * a lost connection leaves the outcome unknown.
  */
+/* ---- the pipelined batch ---- */
+
+/* The parameters of a put's or a delete's statement. */
+struct op_params {
+	int idx, n;
+	const char *vals[5];
+	int lens[5], fmts[5];
+	char a[24], b[24];
+};
+
+static void op_params(const struct op *op, struct op_params *p, int64_t now)
+{
+	memset(p, 0, sizeof(*p));
+	p->vals[0] = op->region;
+	p->vals[1] = op->key;
+	p->lens[1] = (int)op->klen;
+	p->fmts[1] = 1;
+	if (op->kind == OP_PUT) {
+		p->idx = PQ_PUT;
+		p->n = 5;
+		snprintf(p->a, sizeof(p->a), "%zu", op->len);
+		snprintf(p->b, sizeof(p->b), "%" PRId64, now);
+		p->vals[2] = op->data ? op->data : "";
+		p->lens[2] = (int)op->len;
+		p->fmts[2] = 1;
+		p->vals[3] = p->a;
+		p->vals[4] = p->b;
+	} else if (op->if_version) {
+		p->idx = PQ_DELETE_VERSION;
+		p->n = 3;
+		snprintf(p->a, sizeof(p->a), "%" PRIu64, op->if_version);
+		p->vals[2] = p->a;
+	} else {
+		p->idx = PQ_DELETE;
+		p->n = 2;
+	}
+}
+
+/* Can the batch's unsettled ops be pipelined (no op needs a result to
+ * build its next statement)? */
+static bool pipe_ok(const struct op *batch)
+{
+	const struct op *op;
+
+	for (op = batch; op; op = op->next)
+		if (!op->final && op->kind != OP_PUT && op->kind != OP_DELETE)
+			return false;
+	return true;
+}
+
+/*
+ * The result of the next query of the pipeline (NULL: the connection
+ * failed); consumes the NULL that ends it.
+ */
+static PGresult *pipe_result(PGconn *c)
+{
+	PGresult *r = PQgetResult(c), *extra;
+
+	if (!r)
+		return NULL;
+	while ((extra = PQgetResult(c))) /* the end of this query */
+		PQclear(extra);
+	return r;
+}
+
+/*
+ * After BEGIN: every op, COMMIT and the doorbell's transaction, sent at
+ * once (libpq pipeline mode), then their results read in order: one
+ * round trip instead of one per statement. The server runs them in
+ * order, so the doorbell's transaction starts only after the data COMMIT
+ * returned; an error skips everything after it up to the sync, doorbell
+ * included. Same contract as batch_attempt(); *rang: the doorbell was
+ * tried (counted).
+ */
+static int batch_pipe(struct pg_store *ps, struct op *batch, PGresult **fr,
+		      struct op **failed, bool *at_commit, bool *rang)
+{
+	static const char *const bell_sql[] = {
+		"BEGIN",
+		"SET LOCAL synchronous_commit = off",
+		"SELECT pg_notify('" PG_CHANNEL "', $1)",
+		"COMMIT",
+	};
+	const char *bv[1] = {ps->origin};
+	PGconn *c = ps->w.c;
+	struct op_params p;
+	int64_t now = wall_ns();
+	bool sent = true, bell_ok = true;
+	struct op *op;
+	PGresult *r;
+	size_t i;
+
+	if (!PQenterPipelineMode(c))
+		return -EAGAIN; /* the caller goes on without the pipeline */
+	for (op = batch; op && sent; op = op->next) {
+		if (op->final)
+			continue;
+		op_params(op, &p, now);
+		op->meta.mtime_ns = now;
+		sent = PQsendQueryPrepared(c, pg_stmts[p.idx].name, p.n, p.vals,
+					   p.lens, p.fmts, 1) == 1;
+	}
+	sent = sent && PQsendQueryParams(c, "COMMIT", 0, NULL, NULL, NULL, NULL,
+					 0) == 1;
+	for (i = 0; sent && i < 4; i++)
+		sent = PQsendQueryParams(c, bell_sql[i], i == 2 ? 1 : 0, NULL,
+					 i == 2 ? bv : NULL, NULL, NULL,
+					 0) == 1;
+	sent = sent && PQpipelineSync(c) == 1;
+	*at_commit = true;
+	if (!sent) { /* the connection broke while sending */
+		*fr = NULL;
+		return -EIO;
+	}
+	for (op = batch; op; op = op->next) {
+		if (op->final)
+			continue;
+		r = pipe_result(c);
+		if (!r || (PQresultStatus(r) != PGRES_TUPLES_OK &&
+			   PQresultStatus(r) != PGRES_COMMAND_OK)) {
+			*failed = r && PQresultStatus(r) == PGRES_FATAL_ERROR
+					  ? op
+					  : NULL;
+			*at_commit = !*failed; /* an op failed: no commit */
+			*fr = r;
+			goto drain;
+		}
+		if (op->kind == OP_PUT) {
+			op->meta.version = col_u64(r, 0, 0);
+			op->meta.size = op->len;
+			op->rc = 0;
+		} else {
+			op->rc = atoi(PQcmdTuples(r)) > 0 ? 0 : -ENOENT;
+		}
+		PQclear(r);
+	}
+	r = pipe_result(c); /* COMMIT */
+	if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
+		*fr = r;
+		goto drain;
+	}
+	PQclear(r);
+	for (i = 0; i < 4; i++) {
+		r = pipe_result(c);
+		bell_ok &= r && (PQresultStatus(r) == PGRES_COMMAND_OK ||
+				 PQresultStatus(r) == PGRES_TUPLES_OK);
+		PQclear(r);
+	}
+	*rang = true;
+	atomic_fetch_add_explicit(bell_ok ? &ps->bells_sent : &ps->bells_failed,
+				  1, memory_order_relaxed);
+	r = PQgetResult(c); /* the sync */
+	PQclear(r);
+	PQexitPipelineMode(c);
+	if (PQtransactionStatus(c) == PQTRANS_INERROR) /* a failed bell */
+		PQclear(PQexec(c, "ROLLBACK"));
+	return 0;
+drain:
+	/* skip to the sync; a broken connection ends it early */
+	while (PQstatus(c) == CONNECTION_OK) {
+		r = PQgetResult(c);
+		if (!r)
+			continue;
+		if (PQresultStatus(r) == PGRES_PIPELINE_SYNC) {
+			PQclear(r);
+			break;
+		}
+		PQclear(r);
+	}
+	if (PQstatus(c) == CONNECTION_OK) {
+		PQexitPipelineMode(c);
+		if (PQtransactionStatus(c) == PQTRANS_INERROR)
+			PQclear(PQexec(c, "ROLLBACK"));
+	}
+	return -EIO;
+}
+
 static int batch_attempt(struct pg_store *ps, struct op *batch, bool durable,
-			 PGresult **fr, struct op **failed, bool *at_commit)
+			 PGresult **fr, struct op **failed, bool *at_commit,
+			 bool *rang)
 {
 	struct op *op;
 	int rc;
@@ -1066,12 +1244,18 @@ static int batch_attempt(struct pg_store *ps, struct op *batch, bool durable,
 	*failed = NULL;
 	*fr = NULL;
 	*at_commit = false;
+	*rang = false;
 	if (exec_cmd(ps->w.c,
 		     durable && !ps->durable
 			     ? "BEGIN; SET LOCAL synchronous_commit = on"
 			     : "BEGIN",
 		     fr))
 		return -EIO;
+	if (pipe_ok(batch)) {
+		rc = batch_pipe(ps, batch, fr, failed, at_commit, rang);
+		if (rc != -EAGAIN)
+			return rc;
+	}
 	for (op = batch; op; op = op->next) {
 		if (op->final)
 			continue;
@@ -1140,7 +1324,7 @@ static void batch_run(struct pg_store *ps, struct op *batch)
 	struct op *op, *failed;
 	PGresult *fr;
 	char msg[512];
-	bool lost, at_commit;
+	bool lost, at_commit, rang;
 	int err;
 
 	batch_scan(batch, &bi);
@@ -1160,11 +1344,11 @@ static void batch_run(struct pg_store *ps, struct op *batch)
 	for (;;) {
 		t0 = now_ns();
 		err = batch_attempt(ps, batch, bi.durable, &fr, &failed,
-				    &at_commit);
+				    &at_commit, &rang);
 		if (err == 0) {
 			batch_account(ps, batch, &bi, now_ns() - t0);
 			ps->unsynced = !(bi.durable || ps->durable);
-			if (bi.nchanges)
+			if (bi.nchanges && !rang)
 				ring(ps);
 			return;
 		}
