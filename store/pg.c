@@ -541,23 +541,41 @@ static PGresult *run(struct pg_store *ps, struct pconn *pc, int idx,
 		     size_t klen, int *err)
 {
 	const struct pg_stmt *s = &pg_stmts[idx];
+	enum store_err_kind kind;
 	PGresult *r;
-	ExecStatusType st;
+	bool lost, retried = false;
 
+again:
 	if (!(pc->prepared & (1u << idx))) {
 		r = PQprepare(pc->c, s->name, s->sql, s->nparams, NULL);
-		if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
-			*err = fail(ps, pc, r, what, region, key, klen);
-			return NULL;
-		}
+		if (!r || PQresultStatus(r) != PGRES_COMMAND_OK)
+			goto failed;
 		PQclear(r);
 		pc->prepared |= 1u << idx;
 	}
 	r = PQexecPrepared(pc->c, s->name, s->nparams, vals, lens, fmts, 1);
-	st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
-	if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
+	if (r && (PQresultStatus(r) == PGRES_TUPLES_OK ||
+		  PQresultStatus(r) == PGRES_COMMAND_OK)) {
 		*err = 0;
 		return r;
+	}
+failed:
+	/*
+	 * Every statement run here only reads: a connection found dead (the
+	 * server restarted, a connection idle past a network change) is
+	 * opened again and the statement run once more, without an error.
+	 */
+	pg_errno(pc->c, r, &kind, &lost);
+	if (lost && !retried) {
+		retried = true;
+		PQclear(r);
+		PQfinish(pc->c);
+		pc->c = NULL;
+		*err = conn_ensure(
+			ps, pc, pc == &ps->f ? CONN_FEED : CONN_READER, what);
+		if (*err)
+			return NULL;
+		goto again;
 	}
 	*err = fail(ps, pc, r, what, region, key, klen);
 	return NULL;
