@@ -91,6 +91,7 @@ static const struct fuse_opt main_optspec[] = {
  * is counted by kind in the stats anyway.
  */
 #define STORE_LOG_BURST 10
+#define OPEN_MSG_LEN	512 /* check_database()'s copy of the message */
 
 static void store_error(void *ctx, int err, enum store_err_kind kind,
 			const char *what, const char *region, const void *key,
@@ -104,7 +105,10 @@ static void store_error(void *ctx, int err, enum store_err_kind kind,
 	time_t now = time(NULL);
 	bool log;
 
-	(void)ctx;
+	if (ctx) { /* check_database(): the message goes in its one line */
+		snprintf(ctx, OPEN_MSG_LEN, "%s", msg ? msg : "");
+		return;
+	}
 	pthread_mutex_lock(&lock);
 	if (now != window) {
 		window = now;
@@ -404,30 +408,43 @@ static int check_mountpoint(const char *mnt)
 }
 
 /* store_open() with every signal blocked: its writer thread inherits that. */
-static int store_open_blocked(struct store **st)
+static int store_open_blocked(const struct store_options *opts,
+			      struct store **st)
 {
 	sigset_t old;
 	int rc;
 
 	rfs_signals_block(&old);
-	rc = store_open(store_source, &store_opts, st);
+	rc = store_open(store_source, opts, st);
 	rfs_signals_restore(&old);
 	return rc;
 }
 
-/* Opens and closes the database: does it work, before we detach? */
+/*
+ * Opens and closes the database: does it work, before we detach? A
+ * failure is one line, with the store's message if it gave one (the
+ * PostgreSQL server's or libpq's).
+ */
 static int check_database(void)
 {
+	struct store_options opts = store_opts;
+	char msg[OPEN_MSG_LEN] = "";
 	struct store *st;
-	int rc = store_open_blocked(&st);
+	int rc;
 
+	opts.error_ctx = msg;
+	rc = store_open_blocked(&opts, &st);
 	if (rc) {
+		if (msg[0]) {
+			rfs_log(RFS_LOG_ERR, "database %s: %s (%s)",
+				rfs.db_path, strerror(-rc), msg);
+			return -1;
+		}
 		rfs_log(RFS_LOG_ERR, "database %s: %s%s", rfs.db_path,
 			strerror(-rc),
-			store_source_backend(store_source) ==
-					STORE_BACKEND_POSTGRESQL
-				? " (PostgreSQL: see the log above for the "
-				  "server's message)"
+			rc == -EPROTONOSUPPORT
+				? " (this regionfs was built without "
+				  "PostgreSQL support)"
 			: rc == -EINVAL || rc == -EIO
 				? " (not an SQLite database, or damaged?)"
 			: rc == -EPERM
@@ -659,7 +676,7 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *cmd)
 	if (!cmd->foreground)
 		rfs_log_to_syslog();
 	test_hooks();
-	rc = store_open_blocked(&rfs.st);
+	rc = store_open_blocked(&store_opts, &rfs.st);
 	if (rc) {
 		rfs_log(RFS_LOG_ERR, "database %s: %s", rfs.db_path,
 			strerror(-rc));

@@ -120,8 +120,9 @@ char *store_source_display(const char *source);
 /*
  * Opens the store SOURCE names (store_source_backend()). PostgreSQL: see
  * pg.c and doc/schema.md (schema created or upgraded, -EPROTO for a newer
- * one; a server that cannot be reached: -EHOSTUNREACH / -ECONNREFUSED /
- * -EACCES for a refused login). SQLite, the rest of this comment:
+ * one; a server that cannot be reached or refuses the login: -EIO, with
+ * libpq's message passed to the error callback; -EPROTONOSUPPORT in a
+ * build without libpq). SQLite, the rest of this comment:
  *
  * Opens (creating it with mode 0600 if missing) the database at path,
  * creates or upgrades the schema (PRAGMA user_version) and starts the
@@ -272,7 +273,26 @@ int store_changes_drain(struct store *st);
 	  "1 once the database file was deleted or replaced under the mount.") \
 	X(STORE_GAUGE, read_only, STORE_UNIT_COUNT, "store_read_only",         \
 	  "regionfs_store_read_only",                                          \
-	  "1 if the database is served read-only (-o ro).")
+	  "1 if the database is served read-only (-o ro).")                    \
+	X(STORE_COUNTER, doorbells_sent, STORE_UNIT_COUNT,                     \
+	  "store_doorbells_sent", "regionfs_store_doorbells_sent_total",       \
+	  "PostgreSQL: doorbells (pg_notify) rung after commits.")             \
+	X(STORE_COUNTER, doorbells_failed, STORE_UNIT_COUNT,                   \
+	  "store_doorbells_failed", "regionfs_store_doorbells_failed_total",   \
+	  "PostgreSQL: doorbells that failed (the write still succeeded).")    \
+	X(STORE_COUNTER, doorbells_received, STORE_UNIT_COUNT,                 \
+	  "store_doorbells_received",                                          \
+	  "regionfs_store_doorbells_received_total",                           \
+	  "PostgreSQL: other writers' doorbells heard.")                       \
+	X(STORE_COUNTER, feed_passes, STORE_UNIT_COUNT, "store_feed_passes",   \
+	  "regionfs_store_feed_passes_total",                                  \
+	  "PostgreSQL: replays of the change log.")                            \
+	X(STORE_COUNTER, reconnects, STORE_UNIT_COUNT, "store_reconnects",     \
+	  "regionfs_store_reconnects_total",                                   \
+	  "PostgreSQL: connections opened again after one was lost.")          \
+	X(STORE_GAUGE, notify_queue_ppm, STORE_UNIT_COUNT,                     \
+	  "store_notify_queue_ppm", "regionfs_store_notify_queue_ppm",         \
+	  "PostgreSQL: pg_notification_queue_usage() in millionths.")
 
 enum store_stat_type {
 	STORE_COUNTER,
