@@ -769,6 +769,19 @@ fuse_ino_t rfs_inode_peek(const char *region, const void *key, size_t klen)
 	return ino;
 }
 
+fuse_ino_t rfs_inode_peek_dir(const char *region)
+{
+	struct inode *n;
+	fuse_ino_t ino = 0;
+
+	table_rdlock();
+	n = find_name_locked(RFS_I_REGION, region, "", 0, true);
+	if (n)
+		ino = n->ino;
+	table_unlock();
+	return ino;
+}
+
 /* The size an attached writer with uncommitted data shows. Lock held. */
 static void pending_locked(const struct inode *n, struct rfs_ident *out)
 {
@@ -979,6 +992,8 @@ static struct region_value *page_value_locked(struct inode *n,
 	uint64_t serial = region_value_tag(v); /* the load serial */
 
 	ASSERT_NODE();
+	if (!n->current && !n->gone)
+		return NULL; /* superseded: its row is no longer the name's */
 	if (n->preaders)
 		return n->pval;
 	if (n->anchored ? serial != n->anchor : !value_is_row(v, &n->row))
@@ -1019,7 +1034,7 @@ int rfs_inode_open_read(fuse_ino_t ino, struct region_value *v,
 		serve = page_value_locked(n, v);
 		if (serve)
 			n->preaders++;
-		else
+		else if (!n->preaders)
 			atomic_store(&n->cls, RFS_K_DIRECT);
 	}
 	reader_in_locked(n);

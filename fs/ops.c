@@ -424,6 +424,12 @@ static int lookup_key(pid_t pid, const char *region, const char *name,
 		rc = rfs_inode_lookup_key(region, name, len, &m, pid, false,
 					  &ino, &cls);
 	rfs_names_unlock(&l);
+	if (rc == -ENOENT) {
+		/* a negative entry: whoever creates the key tells the kernel */
+		memset(e, 0, sizeof(*e));
+		e->entry_timeout = KEY_TIMEOUT;
+		return 0;
+	}
 	if (rc)
 		return rc;
 	if (cls == RFS_K_WRITE) {
@@ -434,7 +440,8 @@ static int lookup_key(pid_t pid, const char *region, const char *name,
 	}
 	rfs_region_perms(region, &p);
 	key_attr(&st, ino, &m, 1, &p);
-	fill_entry(e, &st, timeout, 0);
+	/* a writer's entry is asked for every time, as before the scheme */
+	fill_entry(e, &st, timeout, timeout);
 	return 0;
 }
 
@@ -586,13 +593,24 @@ static int setattr_check(fuse_ino_t ino, const struct rfs_ident *id,
  * loads, resizes and commits at once (commit.c). Like open, the latter
  * goes by the name, also for an inode a rename has just replaced.
  */
-static int setattr_size(fuse_ino_t ino, off_t size, struct fuse_file_info *fi)
+static int setattr_size(pid_t pid, fuse_ino_t ino, off_t size,
+			struct fuse_file_info *fi)
 {
 	struct rfs_handle *h = fi ? (struct rfs_handle *)fi->fh : NULL;
+	int rc;
 
 	if (h && h->kind == RFS_H_WRITE)
 		return rfs_whandle_truncate(h, size);
-	return rfs_commit_truncate(ino, size);
+	/*
+	 * The path's inode is cached with its row's attributes: it becomes
+	 * a writer's (live attributes; ESTALE if page-cache readers have
+	 * it open, and the kernel's retry gets a writer's inode), so the
+	 * reply, and the caller's next stat, show the new size.
+	 */
+	rc = rfs_truncate_enter(ino, pid);
+	if (!rc)
+		rc = rfs_commit_truncate(ino, size);
+	return rc;
 }
 
 static void rfs_ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
@@ -610,7 +628,8 @@ static void rfs_ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	if (!rc)
 		rc = setattr_check(ino, &id, &cur, attr, to_set);
 	if (!rc && (to_set & FUSE_SET_ATTR_SIZE))
-		rc = setattr_size(ino, attr->st_size, fi);
+		rc = setattr_size(fuse_req_ctx(req)->pid, ino, attr->st_size,
+				  fi);
 	if (!rc && (to_set & FUSE_SET_ATTR_SIZE))
 		rc = do_getattr(ino, &cur, &timeout);
 	if (rc)
@@ -836,6 +855,49 @@ static void set_open_flags(struct fuse_file_info *fi, struct rfs_handle *h)
 	fi->noflush = h->kind != RFS_H_WRITE;
 }
 
+static void reply_open(fuse_req_t req, struct fuse_file_info *fi,
+		       struct rfs_handle *h)
+{
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		rfs_handle_free(h); /* interrupted: no RELEASE will come */
+}
+
+struct open_reply {
+	fuse_req_t req;
+	struct fuse_file_info fi;
+	struct rfs_handle *h;
+};
+
+static void send_open(void *arg)
+{
+	struct open_reply *o = arg;
+
+	reply_open(o->req, &o->fi, o->h);
+	free(o);
+}
+
+/*
+ * A write open that made the inode a writer's queued the invalidation of
+ * its name's entry (handle.c): the reply waits for it, so that nobody's
+ * stat of the path shows this writer's pending size. The kernel holds no
+ * lock across an OPEN (the writeback cache, under which it holds the
+ * inode's for O_TRUNC, is off: rfs_ll_init()), so the wait is safe.
+ */
+static void reply_open_later(fuse_req_t req, struct fuse_file_info *fi,
+			     struct rfs_handle *h)
+{
+	struct open_reply *o = malloc(sizeof(*o));
+
+	if (!o) {
+		reply_open(req, fi, h);
+		return;
+	}
+	o->req = req;
+	o->fi = *fi;
+	o->h = h;
+	rfs_kinval_then(send_open, o);
+}
+
 static void rfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 			struct fuse_file_info *fi)
 {
@@ -858,8 +920,10 @@ static void rfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 		return;
 	}
 	set_open_flags(fi, h);
-	if (fuse_reply_open(req, fi) == -ENOENT)
-		rfs_handle_free(h); /* interrupted: no RELEASE will come */
+	if (h->kind == RFS_H_WRITE)
+		reply_open_later(req, fi, h);
+	else
+		reply_open(req, fi, h);
 }
 
 /*
@@ -1017,7 +1081,12 @@ static void rfs_ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	fuse_reply_write(req, size);
 }
 
-/* close(): the commit, whose error close() returns. */
+/*
+ * close(): the commit, whose error close() returns. The reply goes out
+ * once the kernel has been told to drop the entry of the changed name
+ * (kinval.c), which the commit queued: a stat or open after close()
+ * looks the name up again.
+ */
 static void rfs_ll_flush(fuse_req_t req, fuse_ino_t ino,
 			 struct fuse_file_info *fi)
 {
@@ -1025,9 +1094,14 @@ static void rfs_ll_flush(fuse_req_t req, fuse_ino_t ino,
 	int rc = 0;
 
 	(void)ino;
-	if (h && h->kind == RFS_H_WRITE)
-		rc = rfs_whandle_commit(h, false);
-	reply_err(req, rc);
+	if (!h || h->kind != RFS_H_WRITE) {
+		reply_err(req, rc);
+		return;
+	}
+	rc = rfs_whandle_commit(h, false);
+	if (rc < 0)
+		rfs_count(RFS_C_ERRORS, 1);
+	rfs_kinval_reply(req, rc);
 }
 
 static void rfs_ll_release(fuse_req_t req, fuse_ino_t ino,
