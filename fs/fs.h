@@ -486,8 +486,10 @@ void rfs_inode_renamed(const char *region, const void *from, size_t flen,
 		       const void *to, size_t tlen,
 		       const struct store_meta *last);
 /*
- * Someone else changed the key (the change feed): its current inode stops
- * being current, so the next LOOKUP makes a new one. key NULL: every key.
+ * The key has a new row (a commit of ours, or the change feed's): its
+ * current inode stops being current, so the next LOOKUP makes a new one
+ * and an open of the old one is not served its pages. key NULL: every
+ * key.
  */
 void rfs_inode_changed(const char *region, const void *key, size_t klen);
 /*

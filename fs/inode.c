@@ -39,9 +39,13 @@
  *    from then on nobody reads the inode's page cache, so what a direct
  *    handle's mmap(MAP_PRIVATE) may put there harms no one, and the next
  *    LOOKUP makes a fresh inode. Serving pval, the inode's own row, is
- *    never stale: the open's LOOKUP returned this inode, so it found this
- *    row in the store, before any later commit's close() returned (or,
- *    for an outside change, before the change feed applied it).
+ *    never stale while the inode is current: the kernel reached it
+ *    through an entry that a LOOKUP made when this row was the name's,
+ *    and every later row (a commit's, or an outside change the change
+ *    feed applied) first makes the inode not current (rfs_inode_changed)
+ *    and then has that entry dropped (kinval.c) before the commit's
+ *    close() returns. An open of an inode that is not current (through
+ *    an entry not dropped yet) gets the cache's value with direct I/O.
  *  - RFS_K_DIRECT: immutable attributes, every open is direct I/O.
  *  - RFS_K_WRITE: an inode a writer opened. A writer changes the kernel's
  *    inode under every other opener: open(O_TRUNC) sets its size to 0 and
@@ -92,8 +96,9 @@
  * make them "gone": out of by_name, but in by_ino until the kernel forgets
  * them; getattr on one reports nlink 0 (and a writer's last size), and
  * write handles on it commit nothing (POSIX: data written to an unlinked
- * file vanishes with it). The change feed makes a key's current node not
- * current (rfs_inode_changed): after an outside change the next LOOKUP
+ * file vanishes with it). The change feed and every commit of ours make
+ * a key's current node not current (rfs_inode_changed): after a change
+ * the next LOOKUP
  * makes a new inode, even if the triple did not change.
  *
  * A node is freed when its lookup count is 0 and no handle holds it.

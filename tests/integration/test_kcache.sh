@@ -143,6 +143,23 @@ poll_until "outside INSERT after a failed lookup" is_size "$R/n" 7
 expect "cat n" "$(cat "$R/n")" "new key"
 rfs_ok "the sqlite3 shell's UPDATE, DELETE and INSERT (after ENOENT) show"
 
+# ---- ls -l: READDIRPLUS brings the attributes -----------------------------------------
+
+rfs_sql "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300)
+	INSERT INTO kv(region, key, value) SELECT 'other', 'l' || i, 'v' || i FROM n"
+listed300()
+{
+	[ "$(find "$M/other" -mindepth 1 -maxdepth 1 -name 'l*' | wc -l)" = 300 ]
+}
+poll_until "300 keys inserted outside" listed300
+rfs_stat l0 "$S" lookups
+ls -l "$M/other" >"$RFS_TMP/ls.out" || rfs_fail "ls -l"
+rfs_stat l1 "$S" lookups
+[ "$(grep -c ' l[0-9]*$' "$RFS_TMP/ls.out")" = 300 ] || rfs_fail "ls -l lists $(grep -c ' l[0-9]*$' "$RFS_TMP/ls.out") keys"
+[ $((l1 - l0)) -lt 30 ] || rfs_fail "ls -l of 300 keys: $((l1 - l0)) LOOKUPs"
+expect "size from the listing" "$(awk '$NF == "l123" { print $5 }' "$RFS_TMP/ls.out")" 4
+rfs_ok "ls -l of 300 keys: $((l1 - l0)) LOOKUPs (READDIRPLUS)"
+
 # ---- a reload that changes a region's mode ------------------------------------------
 
 expect "mode before" "$(stat -c %a "$R/b")" 644
