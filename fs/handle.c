@@ -639,6 +639,14 @@ static int whandle_attach(struct rfs_handle *h, const char *key, size_t klen,
 	}
 	if (!rc)
 		rc = whandle_fill(w, key, klen, flags, created);
+	/*
+	 * The key is gone from the store though the kernel still had an
+	 * entry for it (an outside DELETE the change feed has not applied
+	 * yet): the kernel walks the path again and finds it missing, and an
+	 * open(O_CREAT) then creates it (OPEN does not say O_CREAT).
+	 */
+	if (rc == -ENOENT && !created)
+		rc = -ESTALE;
 	if (!rc)
 		rc = rfs_inode_attach(w->ino, h);
 	rfs_names_unlock(&l);
