@@ -28,7 +28,9 @@
  * verify reads every key and lists DIR: exactly the model's keys, each
  * with its value; no error is allowed.
  *
- * Output: "faultops: ops=N ok=N failed=N (ENOSPC=N ...)" on stdout, the
+ * Output: "faultops: ops=N ok=N failed=ENOSPC=N,... write=OK/FAILED
+ * rename=OK/FAILED unlink=OK/FAILED" on stdout (a rename or unlink of an
+ * absent key is neither), the
  * first findings on stderr. Exit 0 if every check held, 1 otherwise, 2 on
  * usage errors.
  */
@@ -61,6 +63,11 @@ static int allowed[16];
 static unsigned nallowed;
 static unsigned long nerr[256];
 static unsigned long nops, nok;
+
+/* Per kind of change: done, failed with an allowed or other errno. */
+enum { K_WRITE, K_RENAME, K_UNLINK, NKINDS };
+static const char *const kind_name[NKINDS] = {"write", "rename", "unlink"};
+static unsigned long kind_ok[NKINDS], kind_failed[NKINDS];
 
 static const struct {
 	const char *name;
@@ -171,10 +178,12 @@ static void do_write(unsigned k, uint64_t *rng)
 	rc = tl_write_file_parts(key_path(p, sizeof(p), k), buf, size,
 				 1 + (unsigned)tl_rand_below(rng, 3));
 	if (rc) {
+		kind_failed[K_WRITE]++;
 		failed(tl_failed_call(), k, -rc);
 		return;
 	}
 	nok++;
+	kind_ok[K_WRITE]++;
 	model[k] = (struct key){.present = true, .size = size, .seed = seed};
 }
 
@@ -192,11 +201,13 @@ static void do_rename(unsigned a, unsigned b)
 				  a, b);
 		else
 			failed("rename", a, err);
+		kind_failed[K_RENAME]++;
 		return;
 	}
 	if (!model[a].present)
 		tl_report("rename k%02u k%02u: succeeded, model: absent", a, b);
 	nok++;
+	kind_ok[K_RENAME]++;
 	if (a != b) {
 		model[b] = model[a];
 		model[a].present = false;
@@ -216,11 +227,13 @@ static void do_unlink(unsigned k)
 			tl_report("unlink k%02u: ENOENT, model: present", k);
 		else
 			failed("unlink", k, err);
+		kind_failed[K_UNLINK]++;
 		return;
 	}
 	if (!model[k].present)
 		tl_report("unlink k%02u: succeeded, model: absent", k);
 	nok++;
+	kind_ok[K_UNLINK]++;
 	model[k].present = false;
 }
 
@@ -387,7 +400,10 @@ static void run(uint64_t seed, unsigned long n)
 			printf("%s%s=%lu", i++ ? "," : "", errname((int)e),
 			       nerr[e]);
 		}
-	printf("%s\n", i ? "" : "0");
+	printf("%s", i ? "" : "0");
+	for (e = 0; e < NKINDS; e++)
+		printf(" %s=%lu/%lu", kind_name[e], kind_ok[e], kind_failed[e]);
+	printf("\n");
 }
 
 int main(int argc, char **argv)
