@@ -731,8 +731,10 @@ struct rfs_wbuf *rfs_whandle_snapshot(struct rfs_handle *h);
 void rfs_wbuf_unref(struct rfs_wbuf *b);
 /*
  * Commits the buffer if it changed since the last commit. durable adds
- * STORE_DURABLE. 0 or -errno; on error the buffer stays dirty, so a later
- * flush retries.
+ * STORE_DURABLE. 0 or -errno; on error what was written so far is dropped
+ * (not dirty any more: the RELEASE does not commit it after the close()
+ * that reported the error) and later calls return the error again until
+ * a new write makes the buffer dirty.
  */
 int rfs_whandle_commit(struct rfs_handle *h, bool durable);
 

@@ -22,7 +22,8 @@
  * Write handles hold a private buffer (DESIGN.md "The write path"): a copy
  * of the value at open, or empty with O_TRUNC. write() and ftruncate()
  * edit it; flush (close), fsync and, failing those, release commit it
- * whole through the write protocol of commit.c (E1, store_put, E2, under
+ * whole (a commit that failed drops what it had to store: its close()
+ * said so, and no later call stores it after all) through the write protocol of commit.c (E1, store_put, E2, under
  * the lock of the name the inode has then), and reply.
  *
  * The buffer is copy-on-write (struct rfs_wbuf, reference counted): a
@@ -698,7 +699,7 @@ int rfs_whandle_commit(struct rfs_handle *h, bool durable)
 	pthread_mutex_lock(&w->mu);
 	wait_commit_locked(w);
 	if (w->broken || !atomic_load(&w->dirty)) {
-		rc = w->broken;
+		rc = w->broken ? w->broken : w->last_err;
 		pthread_mutex_unlock(&w->mu);
 		return rc;
 	}
@@ -714,7 +715,16 @@ int rfs_whandle_commit(struct rfs_handle *h, bool durable)
 	w->committing = false;
 	w->last_err = rc;
 	w->committed |= rc == 0;
-	if (!rc && atomic_load(&w->mod_seq) == seq)
+	/*
+	 * Failed: what was written up to now is dropped, not kept for a
+	 * retry. The close() that gets the error is the writer's only
+	 * answer; a later commit of the same bytes (the RELEASE after that
+	 * close, another descriptor's close) would store a value whose
+	 * close() failed, perhaps over a value another writer committed
+	 * meanwhile. Later flushes without new writes return the error
+	 * again; new writes make the whole buffer dirty again.
+	 */
+	if (atomic_load(&w->mod_seq) == seq)
 		atomic_store(&w->dirty, false);
 	pthread_cond_broadcast(&w->cond);
 	pthread_mutex_unlock(&w->mu);

@@ -1037,9 +1037,12 @@ static void rfs_ll_release(fuse_req_t req, fuse_ino_t ino,
 
 	(void)ino;
 	/*
-	 * Never flushed, or the flush failed: last chance, and nobody to
-	 * tell but the log (commit.c logs a store error). A broken
-	 * (EFBIG) handle was refused on purpose.
+	 * Changed since the last flush (never flushed; written through a
+	 * shared mapping after the close): last chance, and nobody to tell
+	 * but the log (commit.c logs a store error). Data whose flush
+	 * failed is not dirty any more: its close() reported the error, and
+	 * committing it now would store it after all. A broken (EFBIG)
+	 * handle was refused on purpose.
 	 */
 	if (h && h->kind == RFS_H_WRITE && atomic_load(&h->u.w.dirty))
 		rfs_whandle_commit(h, false);

@@ -1188,6 +1188,7 @@ static void op_report(struct store *st, const struct op *op, const char *what)
  */
 static void batch_fail(struct store *st, struct op *batch, int err, bool lost)
 {
+	enum store_err_kind kind;
 	struct op *op;
 
 	for (op = batch; op; op = op->next) {
@@ -1197,8 +1198,15 @@ static void batch_fail(struct store *st, struct op *batch, int err, bool lost)
 			atomic_fetch_add_explicit(&st->errs[STORE_ERR_LOST], 1,
 						  memory_order_relaxed);
 	}
-	if (!lost)
-		op_report(st, batch, batch->next ? "commit" : NULL);
+	if (lost)
+		return;
+	op_report(st, batch, batch->next ? "commit" : NULL);
+	/* logged once for the batch, counted for each change in it */
+	kind = err_kind(sqlite3_extended_errcode(st->wdb), err);
+	for (op = batch->next; op; op = op->next)
+		if (op_changes_kv(op) && err != -ENOENT)
+			atomic_fetch_add_explicit(&st->errs[kind], 1,
+						  memory_order_relaxed);
 }
 
 /*
@@ -1725,6 +1733,8 @@ int store_open(const char *path, const struct store_options *opts,
 	if (rc == 0) {
 		rc = -pthread_create(&st->writer, NULL, writer_main, st);
 		st->thread_ok = rc == 0;
+		if (rc == 0) /* for top -H, and tests that watch it wait */
+			pthread_setname_np(st->writer, "regionfs-store");
 	}
 	if (rc) {
 		store_close(st);
