@@ -796,6 +796,13 @@ int rfs_commit_delete(const char *region, const void *key, size_t klen);
 int rfs_commit_delete_created(const char *region, const void *key, size_t klen,
 			      uint64_t version);
 /*
+ * create()'s open failed after rfs_commit_create() committed the empty
+ * value: removes that row again (the open(O_CREAT) failed, so no file may
+ * stay behind), with the name's lock still held from rfs_commit_create().
+ * A failure is logged: the empty key then stays.
+ */
+void rfs_commit_create_undo(const char *region, const char *key, size_t klen);
+/*
  * rename within region: E1, store_rename, E2 on both names, then the
  * inodes of to become gone and those of from move to to. noreplace:
  * -EEXIST if to exists (checked against this mount's changes only).

@@ -520,9 +520,10 @@ static int whandle_fill(struct rfs_whandle *w, const char *key, size_t klen,
 		/* create() has just committed the empty value (under the
 		 * name's lock, which open still holds): its version lets a
 		 * release whose commits all failed remove it again */
-		if (store_stat(rfs.st, w->rr->cfg.name, key, klen, &meta) ==
-			    0 &&
-		    meta.size == 0)
+		rc = store_stat(rfs.st, w->rr->cfg.name, key, klen, &meta);
+		if (rc) /* the open fails, and create() removes the row */
+			return rc;
+		if (meta.size == 0)
 			w->created_version = meta.version;
 		w->buf = wbuf_new(0);
 		return w->buf ? 0 : -ENOMEM;
@@ -674,9 +675,16 @@ static int commit_buf(struct rfs_whandle *w, const struct rfs_wbuf *b,
 	return rfs_commit_handle(w->ino, b->data, b->len, flags);
 }
 
-void rfs_whandle_release(struct rfs_handle *h)
+/*
+ * A key this handle's create() made and that no commit of it filled, now
+ * that a commit failed (or the handle broke): removed again, so that the
+ * open(O_CREAT) whose close() failed leaves no empty key. Called at the
+ * failed flush, before close() returns (a reader must not find the key
+ * between the close() and the RELEASE), and again at the RELEASE (a
+ * no-op then).
+ */
+static void drop_created(struct rfs_whandle *w)
 {
-	struct rfs_whandle *w = &h->u.w;
 	struct rfs_ident id;
 	bool failed;
 
@@ -687,6 +695,11 @@ void rfs_whandle_release(struct rfs_handle *h)
 	if (failed && rfs_inode_ident(w->ino, &id) == 0 && !id.gone)
 		rfs_commit_delete_created(id.region, id.key, id.klen,
 					  w->created_version);
+}
+
+void rfs_whandle_release(struct rfs_handle *h)
+{
+	drop_created(&h->u.w);
 }
 
 int rfs_whandle_commit(struct rfs_handle *h, bool durable)
@@ -701,6 +714,8 @@ int rfs_whandle_commit(struct rfs_handle *h, bool durable)
 	if (w->broken || !atomic_load(&w->dirty)) {
 		rc = w->broken ? w->broken : w->last_err;
 		pthread_mutex_unlock(&w->mu);
+		if (rc)
+			drop_created(w);
 		return rc;
 	}
 	b = w->buf;
@@ -729,5 +744,7 @@ int rfs_whandle_commit(struct rfs_handle *h, bool durable)
 	pthread_cond_broadcast(&w->cond);
 	pthread_mutex_unlock(&w->mu);
 	rfs_wbuf_unref(b);
+	if (rc)
+		drop_created(w);
 	return rc;
 }

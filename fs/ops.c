@@ -898,6 +898,8 @@ static int do_create(pid_t pid, fuse_ino_t parent, const char *name,
 	id.klen = len;
 	/* the name stays locked: no unlink between the create and the open */
 	rc = open_key(pid, *ino, &id, flags, created, true, h);
+	if (rc && created) /* the open(O_CREAT) fails: no empty key stays */
+		rfs_commit_create_undo(id.region, name, len);
 	rfs_names_unlock(&l);
 	if (rc)
 		rfs_inode_forget(*ino, 1);

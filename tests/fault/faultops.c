@@ -18,9 +18,12 @@
  * either success, with the model changed exactly as the operation says,
  * or a failure with an errno in ERRNOS (a comma-separated list of names:
  * ENOSPC,ENOMEM,EIO,EAGAIN; "none" for none), with the model unchanged:
- * a write that failed anywhere (open, write or close) leaves the old
- * value, or no key when there was none; a failed rename or unlink leaves
- * both names as they were. ENOENT is right exactly when the model has no
+ * a write whose open or close failed leaves the old value, or no key when
+ * there was none - or, where even the daemon's clean-up of the key that
+ * open(O_CREAT) made failed, an empty key (counted: left_empty=N); a
+ * write() that failed before a close() that worked leaves what the
+ * writes before it wrote, as on any file system. A failed rename or
+ * unlink leaves both names as they were. ENOENT is right exactly when the model has no
  * such key. Any other errno, a wrong value, a wrong listing or size is a
  * finding. Each write picks a size of 0..MAXSIZE (env FAULTOPS_MAXSIZE,
  * default 65536).
@@ -28,7 +31,7 @@
  * verify reads every key and lists DIR: exactly the model's keys, each
  * with its value; no error is allowed.
  *
- * Output: "faultops: ops=N ok=N failed=ENOSPC=N,... write=OK/FAILED
+ * Output: "faultops: ops=N ok=N left_empty=N failed=ENOSPC=N,... write=OK/FAILED
  * rename=OK/FAILED unlink=OK/FAILED" on stdout (a rename or unlink of an
  * absent key is neither), the
  * first findings on stderr. Exit 0 if every check held, 1 otherwise, 2 on
@@ -52,6 +55,7 @@
 
 struct key {
 	bool present;
+	bool maybe; /* a failed create: absent, or present and empty */
 	size_t size;
 	uint64_t seed;
 };
@@ -62,7 +66,20 @@ static size_t maxsize = 65536;
 static int allowed[16];
 static unsigned nallowed;
 static unsigned long nerr[256];
-static unsigned long nops, nok;
+static unsigned long nops, nok, nleft;
+static bool trace; /* FAULTOPS_TRACE=1: every failure on stderr */
+
+/* What an operation saw of key k settles a "maybe" key. */
+static void resolve(unsigned k, bool exists)
+{
+	if (!model[k].maybe)
+		return;
+	model[k] = (struct key){.present = exists};
+	nleft += exists;
+	if (trace && exists)
+		fprintf(stderr, "#%lu k%02u: left empty by a failed create\n",
+			nops, k);
+}
 
 /* Per kind of change: done, failed with an allowed or other errno. */
 enum { K_WRITE, K_RENAME, K_UNLINK, NKINDS };
@@ -116,6 +133,9 @@ static bool err_allowed(int err)
 /* A failed operation: counted; a finding unless its errno is allowed. */
 static void failed(const char *op, unsigned k, int err)
 {
+	if (trace)
+		fprintf(stderr, "#%lu %s k%02u: %s\n", nops, op, k,
+			errname(err));
 	nerr[err & 0xff]++;
 	if (!err_allowed(err))
 		tl_report("%s k%02u: unexpected %s (%d)", op, k, errname(err),
@@ -146,6 +166,8 @@ static int do_read(unsigned k, bool strict)
 	int rc =
 		tl_read_file(key_path(p, sizeof(p), k), buf, sizeof(buf), &len);
 
+	if (rc == 0 || rc == -ENOENT)
+		resolve(k, rc == 0);
 	if (rc == 0) {
 		if (!model[k].present)
 			tl_report("read k%02u: exists, model: absent", k);
@@ -166,20 +188,55 @@ static int do_read(unsigned k, bool strict)
 	return rc;
 }
 
+/*
+ * open(O_CREAT|O_TRUNC), 1-3 write()s, close(). What a failure leaves is
+ * what it leaves on any file system: a failed open or close changes
+ * nothing; a write() that failed ends the writing, and if the close()
+ * then succeeds the key holds what the writes before it wrote (the
+ * prefix, empty if none: O_TRUNC).
+ */
 static void do_write(unsigned k, uint64_t *rng)
 {
 	static uint8_t buf[1 << 22];
 	char p[TL_PATH_MAX];
-	size_t size = tl_rand_below(rng, maxsize + 1);
+	size_t size = tl_rand_below(rng, maxsize + 1), off = 0, end;
+	unsigned parts = 1 + (unsigned)tl_rand_below(rng, 3), i;
 	uint64_t seed = tl_rand(rng);
-	int rc;
+	int fd, werr = 0;
 
 	fill(buf, size, seed);
-	rc = tl_write_file_parts(key_path(p, sizeof(p), k), buf, size,
-				 1 + (unsigned)tl_rand_below(rng, 3));
-	if (rc) {
+	fd = open(key_path(p, sizeof(p), k), O_WRONLY | O_CREAT | O_TRUNC,
+		  0644);
+	if (fd < 0) {
 		kind_failed[K_WRITE]++;
-		failed(tl_failed_call(), k, -rc);
+		failed("open", k, errno);
+		model[k].maybe |= !model[k].present;
+		return;
+	}
+	for (i = 1; i <= parts && !werr; i++) {
+		end = i == parts ? size : size / parts * i;
+		while (off < end) {
+			ssize_t n = write(fd, buf + off, end - off);
+
+			if (n < 0) {
+				werr = errno;
+				break;
+			}
+			off += (size_t)n;
+		}
+	}
+	if (werr)
+		failed("write", k, werr);
+	if (close(fd)) {
+		kind_failed[K_WRITE]++;
+		failed("close", k, errno);
+		model[k].maybe |= !model[k].present;
+		return;
+	}
+	if (werr) {
+		kind_failed[K_WRITE]++;
+		model[k] = (struct key){
+			.present = true, .size = off, .seed = seed};
 		return;
 	}
 	nok++;
@@ -194,6 +251,8 @@ static void do_rename(unsigned a, unsigned b)
 	if (rename(key_path(pa, sizeof(pa), a), key_path(pb, sizeof(pb), b))) {
 		int err = errno;
 
+		if (err == ENOENT)
+			resolve(a, false);
 		if (err == ENOENT && !model[a].present)
 			return;
 		if (err == ENOENT)
@@ -204,6 +263,7 @@ static void do_rename(unsigned a, unsigned b)
 		kind_failed[K_RENAME]++;
 		return;
 	}
+	resolve(a, true);
 	if (!model[a].present)
 		tl_report("rename k%02u k%02u: succeeded, model: absent", a, b);
 	nok++;
@@ -221,6 +281,8 @@ static void do_unlink(unsigned k)
 	if (unlink(key_path(p, sizeof(p), k))) {
 		int err = errno;
 
+		if (err == ENOENT)
+			resolve(k, false);
 		if (err == ENOENT && !model[k].present)
 			return;
 		if (err == ENOENT)
@@ -230,6 +292,7 @@ static void do_unlink(unsigned k)
 		kind_failed[K_UNLINK]++;
 		return;
 	}
+	resolve(k, true);
 	if (!model[k].present)
 		tl_report("unlink k%02u: succeeded, model: absent", k);
 	nok++;
@@ -245,6 +308,8 @@ static void do_stat(unsigned k)
 	if (stat(key_path(p, sizeof(p), k), &sb)) {
 		int err = errno;
 
+		if (err == ENOENT)
+			resolve(k, false);
 		if (err == ENOENT && !model[k].present)
 			return;
 		if (err == ENOENT)
@@ -253,6 +318,7 @@ static void do_stat(unsigned k)
 			failed("stat", k, err);
 		return;
 	}
+	resolve(k, true);
 	if (!model[k].present)
 		tl_report("stat k%02u: exists, model: absent", k);
 	else if ((size_t)sb.st_size != model[k].size)
@@ -302,6 +368,8 @@ static void do_list(bool strict)
 	}
 	closedir(d);
 	for (k = 0; k < NKEYS; k++)
+		resolve(k, seen[k]);
+	for (k = 0; k < NKEYS; k++)
 		if (seen[k] != model[k].present)
 			tl_report("list: k%02u %s, model: %s", k,
 				  seen[k] ? "listed" : "not listed",
@@ -315,17 +383,21 @@ static void load_state(const char *path)
 	size_t size;
 	uint64_t seed;
 	unsigned k;
+	int maybe;
 
 	if (!f) {
 		if (errno != ENOENT)
 			tl_die("%s: %s", path, strerror(errno));
 		return;
 	}
-	while (fscanf(f, "%15s %zu %" SCNu64, name, &size, &seed) == 3) {
+	while (fscanf(f, "%15s %zu %" SCNu64 " %d", name, &size, &seed,
+		      &maybe) == 4) {
 		if (sscanf(name, "k%u", &k) != 1 || k >= NKEYS)
 			tl_die("%s: bad name %s", path, name);
-		model[k] = (struct key){
-			.present = true, .size = size, .seed = seed};
+		model[k] = (struct key){.present = !maybe,
+					.maybe = maybe,
+					.size = size,
+					.seed = seed};
 	}
 	fclose(f);
 }
@@ -338,9 +410,9 @@ static void save_state(const char *path)
 	if (!f)
 		tl_die("%s: %s", path, strerror(errno));
 	for (k = 0; k < NKEYS; k++)
-		if (model[k].present)
-			fprintf(f, "k%02u %zu %" PRIu64 "\n", k, model[k].size,
-				model[k].seed);
+		if (model[k].present || model[k].maybe)
+			fprintf(f, "k%02u %zu %" PRIu64 " %d\n", k,
+				model[k].size, model[k].seed, model[k].maybe);
 	if (fclose(f))
 		tl_die("%s: %s", path, strerror(errno));
 }
@@ -394,7 +466,8 @@ static void run(uint64_t seed, unsigned long n)
 			do_stat(k);
 		}
 	}
-	printf("faultops: ops=%lu ok=%lu failed=", nops, nok);
+	printf("faultops: ops=%lu ok=%lu left_empty=%lu failed=", nops, nok,
+	       nleft);
 	for (e = 0, i = 0; e < 256; e++)
 		if (nerr[e]) {
 			printf("%s%s=%lu", i++ ? "," : "", errname((int)e),
@@ -413,6 +486,7 @@ int main(int argc, char **argv)
 
 	if (env)
 		maxsize = strtoul(env, NULL, 10);
+	trace = getenv("FAULTOPS_TRACE") != NULL;
 	if (maxsize > (1u << 22))
 		maxsize = 1u << 22;
 	if (argc == 7 && !strcmp(argv[1], "run")) {

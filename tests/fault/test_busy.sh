@@ -61,7 +61,7 @@ release_lock()
 }
 
 # an existing key to overwrite, rename and unlink, and a free name
-present=$(awk '{ printf "%s ", $1 }' "$STATE")
+present=$(awk '$4 == 0 { printf "%s ", $1 }' "$STATE")
 set -- $present
 [ $# -ge 3 ] || rfs_fail "the model holds fewer than 3 keys"
 K1=$1 K2=$2
