@@ -68,8 +68,9 @@ static void lru_insert_locked(struct stripe *s, struct entry *e)
 	rlist_add_head(&s->lru, &e->qnode);
 }
 
-static void lru_touch_locked(struct stripe *s, struct entry *e)
+static void lru_touch_locked(struct stripe *s, struct entry *e, uint64_t hash)
 {
+	(void)hash;
 	rlist_move_head(&s->lru, &e->qnode);
 }
 
@@ -319,8 +320,9 @@ static void s3_insert_locked(struct stripe *s, struct entry *e)
 		s3_push(s, e, ENTRY_Q_SMALL);
 }
 
-static void s3_touch_locked(struct stripe *s, struct entry *e)
+static void s3_touch_locked(struct stripe *s, struct entry *e, uint64_t hash)
 {
+	(void)hash;
 	s3_access(s, e);
 }
 
