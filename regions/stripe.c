@@ -246,6 +246,8 @@ static void replay_lane_locked(struct stripe *s, struct lane *l)
 		    region__stripe_reclaims(s);
 	uint64_t i;
 
+	if (n == 0)
+		return; /* most holds: leave the lane's line alone */
 	if (n > REGION_LANE_RECS)
 		n = REGION_LANE_RECS;
 	for (i = 0; i < n; i++) {
