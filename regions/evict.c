@@ -22,8 +22,9 @@
  * REGION_STRATEGY_S3FIFO: S3-FIFO (Yang et al., SOSP 2023), following the
  * authors' reference and Caffeine's simulator: a small FIFO (10% of the
  * quota) where new keys are put on probation, a main FIFO (the other 90%)
- * with a 2-bit clock, and a ghost FIFO of the hashes of keys recently
- * evicted from the small queue (bounded like main: 90% of the quota). A hit
+ * with a 2-bit clock, and a ghost FIFO of the keys recently evicted from
+ * the small queue (32-bit fingerprints of their hashes in a ring, with a
+ * probing index: struct ghost in region_int.h) (bounded like main: 90% of the quota). A hit
  * bumps a saturating 2-bit counter on the entry with a relaxed load and
  * store (lost increments between racing readers are harmless: the count is
  * a hint), so hits never touch a list and need no buffer. A key found in
