@@ -23,9 +23,9 @@
  * authors' reference and Caffeine's simulator: a small FIFO (10% of the
  * quota) where new keys are put on probation, a main FIFO (the other 90%)
  * with a 2-bit clock, and a ghost FIFO of the keys recently evicted from
- * the small queue (32-bit fingerprints of their hashes in a ring, with a
- * probing index: struct ghost in region_int.h) (bounded like main: 90% of the quota). A hit
- * bumps a saturating 2-bit counter on the entry with a relaxed load and
+ * the small queue, bounded like main (90% of the quota): 32-bit
+ * fingerprints of their hashes in a ring, with a probing index (struct
+ * ghost in region_int.h). A hit bumps a saturating 2-bit counter on the entry with a relaxed load and
  * store (lost increments between racing readers are harmless: the count is
  * a hint), so hits never touch a list and need no buffer. A key found in
  * the ghost on insert goes straight to main. Evicting from small: an entry
