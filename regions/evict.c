@@ -25,9 +25,9 @@
  * with a 2-bit clock, and a ghost FIFO of the keys recently evicted from
  * the small queue, bounded like main (90% of the quota): 32-bit
  * fingerprints of their hashes in a ring, with a probing index (struct
- * ghost in region_int.h). A hit bumps a saturating 2-bit counter on the entry with a relaxed load and
- * store (lost increments between racing readers are harmless: the count is
- * a hint), so hits never touch a list and need no buffer. A key found in
+ * ghost in region_int.h). A hit bumps a saturating 2-bit counter on the
+ * entry with a relaxed load and store (lost increments between racing
+ * readers are harmless: the count is a hint), so hits never touch a list and need no buffer. A key found in
  * the ghost on insert goes straight to main. Evicting from small: an entry
  * accessed more than once moves to main (counter reset), else it leaves
  * and its hash enters the ghost. Evicting from main: an accessed entry is
