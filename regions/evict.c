@@ -27,8 +27,9 @@
  * fingerprints of their hashes in a ring, with a probing index (struct
  * ghost in region_int.h). A hit bumps a saturating 2-bit counter on the
  * entry with a relaxed load and store (lost increments between racing
- * readers are harmless: the count is a hint), so hits never touch a list and need no buffer. A key found in
- * the ghost on insert goes straight to main. Evicting from small: an entry
+ * readers are harmless: the count is a hint), so hits never touch a list
+ * and need no buffer. A key found in the ghost on insert goes straight to
+ * main. Evicting from small: an entry
  * accessed more than once moves to main (counter reset), else it leaves
  * and its hash enters the ghost. Evicting from main: an accessed entry is
  * reinserted with its counter decremented, else it leaves. "Small is over
