@@ -29,9 +29,8 @@
  * entry with a relaxed load and store (lost increments between racing
  * readers are harmless: the count is a hint), so hits never touch a list
  * and need no buffer. A key found in the ghost on insert goes straight to
- * main. Evicting from small: an entry
- * accessed more than once moves to main (counter reset), else it leaves
- * and its hash enters the ghost. Evicting from main: an accessed entry is
+ * main. Evicting from small: an entry accessed more than once moves to
+ * main (counter reset), else it leaves and its hash enters the ghost. Evicting from main: an accessed entry is
  * reinserted with its counter decremented, else it leaves. "Small is over
  * its share" and "main is over its share" are checked for every limited
  * dimension (entries, bytes). With only max_bytes set the ghost's entry
