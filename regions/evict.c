@@ -22,14 +22,15 @@
  * REGION_STRATEGY_S3FIFO: S3-FIFO (Yang et al., SOSP 2023), following the
  * authors' reference and Caffeine's simulator: a small FIFO (10% of the
  * quota) where new keys are put on probation, a main FIFO (the other 90%)
- * with a 2-bit clock, and a ghost FIFO of the hashes of keys recently
- * evicted from the small queue (bounded like main: 90% of the quota). A hit
- * bumps a saturating 2-bit counter on the entry with a relaxed load and
- * store (lost increments between racing readers are harmless: the count is
- * a hint), so hits never touch a list and need no buffer. A key found in
- * the ghost on insert goes straight to main. Evicting from small: an entry
- * accessed more than once moves to main (counter reset), else it leaves
- * and its hash enters the ghost. Evicting from main: an accessed entry is
+ * with a 2-bit clock, and a ghost FIFO of the keys recently evicted from
+ * the small queue, bounded like main (90% of the quota): 32-bit
+ * fingerprints of their hashes in a ring, with a probing index (struct
+ * ghost in region_int.h). A hit bumps a saturating 2-bit counter on the
+ * entry with a relaxed load and store (lost increments between racing
+ * readers are harmless: the count is a hint), so hits never touch a list
+ * and need no buffer. A key found in the ghost on insert goes straight to
+ * main. Evicting from small: an entry accessed more than once moves to
+ * main (counter reset), else it leaves and its hash enters the ghost. Evicting from main: an accessed entry is
  * reinserted with its counter decremented, else it leaves. "Small is over
  * its share" and "main is over its share" are checked for every limited
  * dimension (entries, bytes). With only max_bytes set the ghost's entry
@@ -58,6 +59,7 @@
 #define S3_MAX_FREQ	 3
 #define S3_EXAMINE_MAX	 1024 /* entries one eviction may examine */
 #define S3_GHOST_MIN_CAP 64
+#define GHOST_SKIP_MAX	 64 /* ghost records and holes examined per add */
 
 #define entry_of(n) region__container_of(n, struct entry, qnode)
 
@@ -68,8 +70,9 @@ static void lru_insert_locked(struct stripe *s, struct entry *e)
 	rlist_add_head(&s->lru, &e->qnode);
 }
 
-static void lru_touch_locked(struct stripe *s, struct entry *e)
+static void lru_touch_locked(struct stripe *s, struct entry *e, uint64_t hash)
 {
+	(void)hash;
 	rlist_move_head(&s->lru, &e->qnode);
 }
 
@@ -154,23 +157,36 @@ static void ghost_forget(struct ghost *g, uint32_t *slot)
 	rec->fp = 0; /* a hole until the head passes it */
 }
 
-/* Drops the oldest record (skipping holes); false if none is left. */
-static bool ghost_drop_oldest(struct ghost *g)
+/* Retires the record at the head (a hole, or a live one it forgets). */
+static void ghost_pop_head(struct ghost *g)
 {
-	while (g->head != g->tail) {
-		struct ghost_rec *rec = &g->ring[g->head & g->rmask];
+	struct ghost_rec *rec = &g->ring[g->head & g->rmask];
+	uint32_t *slot;
 
-		g->head++;
-		if (rec->fp) {
-			uint32_t *slot = ghost_find(g, rec->fp);
+	g->head++;
+	if (!rec->fp)
+		return;
+	/* one record per fingerprint (ghost_add): the index points here */
+	slot = ghost_find(g, rec->fp);
+	if (slot && g->ring + (*slot - 1) == rec)
+		ghost_forget(g, slot);
+	else
+		rec->fp = 0;
+}
 
-			/* the oldest record of that fingerprint is this one */
-			if (slot && g->ring + (*slot - 1) == rec)
-				ghost_forget(g, slot);
-			else
-				rec->fp = 0; /* (a duplicate fingerprint) */
+/*
+ * Drops the oldest live record, skipping holes while *budget lasts (each
+ * hole and record costs one); false if none was dropped.
+ */
+static bool ghost_drop_oldest(struct ghost *g, unsigned *budget)
+{
+	while (g->head != g->tail && *budget) {
+		bool live = g->ring[g->head & g->rmask].fp != 0;
+
+		--*budget;
+		ghost_pop_head(g);
+		if (live)
 			return true;
-		}
 	}
 	return false;
 }
@@ -243,6 +259,7 @@ static void ghost_add(struct stripe *s, uint64_t hash, uint64_t charge)
 {
 	struct ghost *g = &s->ghost;
 	uint32_t fp = ghost_fp(hash), *slot;
+	unsigned budget = GHOST_SKIP_MAX;
 	uint64_t cap_n, cap_b;
 	size_t i, mask;
 
@@ -254,10 +271,18 @@ static void ghost_add(struct stripe *s, uint64_t hash, uint64_t charge)
 	/* an older record of the same fingerprint goes: one per key */
 	if (g->n && (slot = ghost_find(g, fp)))
 		ghost_forget(g, slot);
-	while (g->n && (g->n + 1 > cap_n || g->bytes + charge > cap_b))
-		ghost_drop_oldest(g);
-	while (g->tail - g->head > g->rmask) /* ring full (of holes) */
-		ghost_drop_oldest(g);
+	/* bounded per call: holes left by ghost_take() are skipped at most
+	 * GHOST_SKIP_MAX at a time (if that does not make room, this key is
+	 * not remembered: a ghost is a hint) */
+	while (g->n && (g->n + 1 > cap_n || g->bytes + charge > cap_b)) {
+		if (!ghost_drop_oldest(g, &budget))
+			break;
+	}
+	region__examined(s, GHOST_SKIP_MAX - budget);
+	if (g->n && (g->n + 1 > cap_n || g->bytes + charge > cap_b))
+		return;
+	if (g->tail - g->head > g->rmask) /* ring full (of holes): one slot */
+		ghost_pop_head(g);
 	i = g->tail & g->rmask;
 	g->ring[i].fp = fp;
 	g->ring[i].charge = (uint32_t)charge;
@@ -319,8 +344,9 @@ static void s3_insert_locked(struct stripe *s, struct entry *e)
 		s3_push(s, e, ENTRY_Q_SMALL);
 }
 
-static void s3_touch_locked(struct stripe *s, struct entry *e)
+static void s3_touch_locked(struct stripe *s, struct entry *e, uint64_t hash)
 {
+	(void)hash;
 	s3_access(s, e);
 }
 

@@ -721,7 +721,7 @@ static int miss_locked(struct region *r, struct stripe *s, uint64_t h,
 		if (why == REGION_LIVE) {
 			*out = region__value_ref(region__entry_val(e));
 			region__touch_time(s, e, now);
-			s->ops->touch_locked(s, e);
+			s->ops->touch_locked(s, e, h);
 			return REGION_HIT;
 		}
 		region__expire_locked(r, s, e, why);
@@ -783,7 +783,7 @@ static struct region_value *get_fast(struct region *r, struct stripe *s,
 	const struct region_evict_ops *ops = s->ops;
 	struct region_value *v = NULL;
 	struct entry *e;
-	uint64_t now;
+	uint64_t now, seq = 0;
 
 	region__epoch_enter();
 	e = region__stripe_find(s, h, key, klen);
@@ -800,10 +800,12 @@ static struct region_value *get_fast(struct region *r, struct stripe *s,
 		v = region__value_ref_hit(region__entry_val(e));
 		if (ops->access)
 			ops->access(s, e);
+		else /* inside the section: see struct lane */
+			seq = region__stripe_reclaims(s);
 	}
 	region__epoch_exit();
 	if (v && !ops->access)
-		region__stripe_record_hit(r, s, h);
+		region__stripe_record_hit(r, s, e, h, seq);
 	return v;
 }
 

@@ -184,11 +184,13 @@ struct region_stats {
 
 /* ---- values ---------------------------------------------------------- */
 
-/* A new value holding a copy of data[0..len). NULL on allocation failure. */
+/* A new value holding a copy of data[0..len). NULL on allocation failure
+ * or for a length over 1 TiB (the engine keeps 40 bits of length). */
 struct region_value *region_value_create(const void *data, size_t len);
 /*
  * A new value that takes ownership of buf (allocated with malloc; NULL is
- * fine when len is 0). On failure buf is freed and NULL is returned.
+ * fine when len is 0). On failure (or len over 1 TiB) buf is freed and
+ * NULL is returned.
  */
 struct region_value *region_value_adopt(void *buf, size_t len);
 const void *region_value_data(const struct region_value *v);

@@ -294,8 +294,9 @@ struct region_evict_ops {
 	void (*access)(struct stripe *s, struct entry *e);
 	/* A new entry (already in the table and the gauges). */
 	void (*insert_locked)(struct stripe *s, struct entry *e);
-	/* A hit found under the lock, or a replayed buffered hit. */
-	void (*touch_locked)(struct stripe *s, struct entry *e);
+	/* A hit found under the lock, or a replayed buffered hit; hash is
+	 * the hash of e's key. */
+	void (*touch_locked)(struct stripe *s, struct entry *e, uint64_t hash);
 	/* Forgets e (being unlinked for any reason). */
 	void (*remove_locked)(struct stripe *s, struct entry *e);
 	/*
@@ -321,19 +322,36 @@ struct table {
 };
 
 /*
- * One thread's buffered hits on one stripe: the hashes of the entries it
- * hit, replayed through touch_locked() by the same thread when the lane
+ * One thread's buffered hits on one stripe: the entries it hit and their
+ * hashes, replayed through touch_locked() by the same thread when the lane
  * is full (trylock: if the lock is busy the hit is not recorded and is
  * counted in hits_unrecorded) or when it takes the stripe lock. Lanes are
  * indexed by the thread's counter slot, so a lane is written by one
  * thread (two beyond REGION_STAT_SLOTS threads: then records may be lost,
- * never corrupted: every field is a relaxed atomic). Recording a hash and
- * not a pointer keeps the buffer out of memory reclamation: a stale
- * record finds nothing, or the key's new entry, on replay.
+ * never corrupted: every field is a relaxed atomic, and that shared lane
+ * never uses its pointers).
+ *
+ * A recorded pointer may be stale by replay time, even freed. It is used
+ * only if the stripe has freed nothing since the lane's first record:
+ * seq holds the stripe's reclaim count read inside the epoch section of
+ * that hit, and an entry found in a section is freed only by a reclaim
+ * that starts after the section ended, which bumps the count first (under
+ * the lock the replay holds). Then the entry is still allocated, and
+ * touched if it is still linked and current. Otherwise (something was
+ * freed, or seq is LANE_SEQ_NONE) the replay finds each entry again by its
+ * hash (which it then recomputes for the chain: no hash is stored).
  */
+#define LANE_SEQ_NONE UINT64_MAX
+
+struct lane_rec {
+	_Atomic(struct entry *) e;
+	atomic_uint_fast64_t hash;
+};
+
 struct lane {
 	alignas(REGION_CACHELINE) atomic_uint_fast64_t n;
-	atomic_uint_fast64_t rec[REGION_LANE_RECS];
+	atomic_uint_fast64_t seq; /* reclaims at the first record, or NONE */
+	struct lane_rec rec[REGION_LANE_RECS];
 };
 
 struct stripe {
@@ -356,14 +374,15 @@ struct stripe {
 	uint64_t max_value_size;	    /* L: stripe; 0 = none */
 	atomic_uint_fast64_t ttl_ms;	    /* L: stripe writes; 0 = never */
 	atomic_uint_fast64_t tti_ms;	    /* L: stripe writes; 0 = never */
-	struct entry *retired;		    /* L: stripe; oldest first */
-	struct entry *pending;		    /* L: stripe; first not stamped */
-	bool pending_tabs;		    /* L: stripe; a table not stamped */
-	struct entry **retired_tail;	    /* L: stripe */
-	uint64_t nretired;		    /* L: stripe */
-	struct table *retired_tabs;	    /* L: stripe */
-	uint64_t examined;		    /* L: stripe; in this hold */
-	atomic_uint_fast64_t max_examined;  /* L: stripe writes; stats */
+	atomic_uint_fast64_t reclaims;	   /* L: stripe writes; batches freed */
+	struct entry *retired;		   /* L: stripe; oldest first */
+	struct entry *pending;		   /* L: stripe; first not stamped */
+	bool pending_tabs;		   /* L: stripe; a table not stamped */
+	struct entry **retired_tail;	   /* L: stripe */
+	uint64_t nretired;		   /* L: stripe */
+	struct table *retired_tabs;	   /* L: stripe */
+	uint64_t examined;		   /* L: stripe; in this hold */
+	atomic_uint_fast64_t max_examined; /* L: stripe writes; stats */
 	/* policy state: LRU, most recently used at the head */
 	struct rlist lru; /* L: stripe */
 	/* S3-FIFO */
@@ -541,9 +560,15 @@ void region__stripe_release(struct stripe *s);
 void region__stripe_wrlock(struct stripe *s);
 /* Drops it; frees what was retired long enough ago (after unlocking). */
 void region__stripe_wrunlock(struct stripe *s);
-/* Records a hit on e for a policy without access(); never blocks. */
+/* Records a hit on e (its key's hash) for a policy without access();
+ * never blocks. seq: the stripe's reclaim count, read inside the epoch
+ * section in which e was found (region__stripe_reclaims()). */
 void region__stripe_record_hit(struct region *r, struct stripe *s,
-			       uint64_t hash);
+			       struct entry *e, uint64_t hash, uint64_t seq);
+static inline uint64_t region__stripe_reclaims(const struct stripe *s)
+{
+	return atomic_load_explicit(&s->reclaims, memory_order_relaxed);
+}
 /* Advances the epoch and frees what can be freed. Takes the lock. */
 void region__stripe_reclaim(struct stripe *s);
 

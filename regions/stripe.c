@@ -126,6 +126,9 @@ int region__stripe_init(struct stripe *s, const struct region_evict_ops *ops)
 	memset(s->lanes, 0, sizeof(*s->lanes) * REGION_STAT_SLOTS);
 	for (i = 0; i < REGION_STAT_SLOTS; i++)
 		atomic_init(&s->lanes[i].n, 0);
+	for (i = 0; i < REGION_STAT_SLOTS; i++)
+		atomic_init(&s->lanes[i].seq, LANE_SEQ_NONE);
+	atomic_init(&s->reclaims, 0);
 	atomic_init(&s->tab, t);
 	atomic_init(&s->old, NULL);
 	atomic_init(&s->gen, 0);
@@ -238,20 +241,35 @@ static struct entry *find_hash_locked(struct stripe *s, uint64_t hash)
 static void replay_lane_locked(struct stripe *s, struct lane *l)
 {
 	uint64_t n = atomic_load_explicit(&l->n, memory_order_relaxed);
+	uint32_t gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
+	bool ptrs = atomic_load_explicit(&l->seq, memory_order_relaxed) ==
+		    region__stripe_reclaims(s);
 	uint64_t i;
 
+	if (n == 0)
+		return; /* most holds: leave the lane's line alone */
 	if (n > REGION_LANE_RECS)
 		n = REGION_LANE_RECS;
 	for (i = 0; i < n; i++) {
-		uint64_t h =
-			atomic_load_explicit(&l->rec[i], memory_order_relaxed);
-		struct entry *e = find_hash_locked(s, h);
+		uint64_t h = atomic_load_explicit(&l->rec[i].hash,
+						  memory_order_relaxed);
+		struct entry *e = NULL;
 
-		if (e && e->gen == atomic_load_explicit(&s->gen,
-							memory_order_relaxed))
-			s->ops->touch_locked(s, e);
+		if (ptrs) {
+			/* allocated (see struct lane): linked and current? */
+			e = atomic_load_explicit(&l->rec[i].e,
+						 memory_order_relaxed);
+			if (atomic_load_explicit(&e->dead,
+						 memory_order_relaxed))
+				e = NULL;
+		} else {
+			e = find_hash_locked(s, h);
+		}
+		if (e && e->gen == gen)
+			s->ops->touch_locked(s, e, h);
 	}
 	atomic_store_explicit(&l->n, 0, memory_order_relaxed);
+	atomic_store_explicit(&l->seq, LANE_SEQ_NONE, memory_order_relaxed);
 }
 
 static void lock_acquired(struct stripe *s)
@@ -323,6 +341,13 @@ static void collect_locked(struct stripe *s, struct entry **ents,
 		*ents = s->retired;
 		s->retired = *pp;
 		*pp = NULL;
+		/* before any of them is freed: lanes' pointers go stale */
+		atomic_store_explicit(
+			&s->reclaims,
+			atomic_load_explicit(&s->reclaims,
+					     memory_order_relaxed) +
+				1,
+			memory_order_relaxed);
 		if (!s->retired)
 			s->retired_tail = &s->retired;
 	}
@@ -379,9 +404,10 @@ void region__stripe_reclaim(struct stripe *s)
 }
 
 void region__stripe_record_hit(struct region *r, struct stripe *s,
-			       uint64_t hash)
+			       struct entry *e, uint64_t hash, uint64_t seq)
 {
-	struct lane *l = &s->lanes[region__tslot()];
+	unsigned slot = region__tslot();
+	struct lane *l = &s->lanes[slot];
 	uint64_t n = atomic_load_explicit(&l->n, memory_order_relaxed);
 
 	if (region__unlikely(n >= REGION_LANE_RECS)) {
@@ -394,7 +420,16 @@ void region__stripe_record_hit(struct region *r, struct stripe *s,
 		region__stripe_wrunlock(s);
 		n = 0;
 	}
-	atomic_store_explicit(&l->rec[n], hash, memory_order_relaxed);
+	if (n == 0)
+		atomic_store_explicit(&l->seq,
+				      slot == REGION_SHARED_SLOT ? LANE_SEQ_NONE
+								 : seq,
+				      memory_order_relaxed);
+	else if (seq != atomic_load_explicit(&l->seq, memory_order_relaxed))
+		atomic_store_explicit(&l->seq, LANE_SEQ_NONE,
+				      memory_order_relaxed);
+	atomic_store_explicit(&l->rec[n].e, e, memory_order_relaxed);
+	atomic_store_explicit(&l->rec[n].hash, hash, memory_order_relaxed);
 	atomic_store_explicit(&l->n, n + 1, memory_order_relaxed);
 	if (n + 1 == REGION_LANE_RECS && pthread_mutex_trylock(&s->lock) == 0) {
 		lock_acquired(s);

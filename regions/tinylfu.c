@@ -389,12 +389,12 @@ static void adapt_on_miss(struct stripe *s, uint64_t hash)
 	t->adapts++;
 }
 
-static void on_hit(struct stripe *s, struct entry *e)
+static void on_hit(struct stripe *s, struct entry *e, uint64_t hash)
 {
 	region__examined(s, 1);
 	struct region_tlfu *t = &s->tlfu;
 
-	region__sketch_increment(&t->sketch, region__entry_hash(e));
+	region__sketch_increment(&t->sketch, hash);
 	switch (e->queue) {
 	case ENTRY_Q_WINDOW:
 		rlist_move_head(&t->window, &e->qnode);
@@ -412,9 +412,9 @@ static void on_hit(struct stripe *s, struct entry *e)
 	}
 }
 
-static void tlfu_touch_locked(struct stripe *s, struct entry *e)
+static void tlfu_touch_locked(struct stripe *s, struct entry *e, uint64_t hash)
 {
-	on_hit(s, e);
+	on_hit(s, e, hash);
 }
 
 static void tlfu_insert_locked(struct stripe *s, struct entry *e)

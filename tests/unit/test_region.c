@@ -477,6 +477,50 @@ static void test_too_big_value_is_served_not_cached(void **state)
 	finish(r, fl, "small");
 }
 
+/*
+ * A value over 4 KiB is not copied into its entry: the entry's header
+ * refers to the loaded value (one reference). Hits serve the same bytes
+ * and metadata; the loaded value lives until the entry and every hit's
+ * reference are gone, and the live-bytes count returns to where it was.
+ */
+static void test_large_value_is_cached_by_reference(void **state)
+{
+	struct region_limits lim = {.max_entries = 16, .nstripes = 1};
+	struct region_value *big, *out, *h1, *h2;
+	struct region_flight *fl;
+	struct region *r;
+	uint64_t before = region_values_bytes();
+	char *buf = malloc(100000);
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < 100000; i++)
+		buf[i] = (char)(i * 7);
+	assert_int_equal(region_create("big", &lim, &r), 0);
+	fl = must_miss(r, "k");
+	big = region_value_adopt(buf, 100000);
+	region_value_set_meta(big, 123456789, 42);
+	region_value_set_tag(big, 7);
+	assert_int_equal(region_flight_done(r, fl, 0, big, &out), 0);
+	assert_ptr_equal(out, big);
+	region_value_unref(out);
+	h1 = must_hit(r, "k");
+	assert_int_equal(region_value_len(h1), 100000);
+	assert_memory_equal(region_value_data(h1), region_value_data(big),
+			    100000);
+	assert_int_equal(region_value_mtime(h1), 123456789);
+	assert_int_equal(region_value_version(h1), 42);
+	assert_int_equal(region_value_tag(h1), 7);
+	region_invalidate(r, "k", 1, REGION_ORIGIN_LOCAL);
+	h2 = region_value_ref(h1); /* outlives the entry */
+	region_value_unref(h1);
+	assert_int_equal(((const char *)region_value_data(h2))[99999],
+			 (char)(99999 * 7));
+	region_value_unref(h2);
+	region_unref(r);
+	assert_int_equal(region_values_bytes(), before);
+}
+
 /* ---- pinned values ---------------------------------------------------- */
 
 static void test_pinned_value_survives_invalidate_and_overwrite(void **state)
@@ -892,6 +936,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_error_is_not_cached, setup,
 						teardown),
+		cmocka_unit_test(test_large_value_is_cached_by_reference),
 		cmocka_unit_test_setup_teardown(
 			test_too_big_value_is_served_not_cached, setup,
 			teardown),

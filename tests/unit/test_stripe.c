@@ -7,6 +7,8 @@
  * no lock, and that tables grow and shrink in bounded steps.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -165,6 +167,85 @@ static void test_lock_replays_this_threads_hits(void **state)
 	region_unref(r);
 }
 
+/*
+ * A lane keeps pointers to the entries its thread hit. If the stripe frees
+ * entries before the lane is replayed, the replay must not use them (it
+ * finds the entries again by hash): here another thread's lane still
+ * holds the pointer to "a" after "a" was invalidated and freed. Under
+ * ASan a replay through the stale pointer is a use after free.
+ */
+struct lane_peer {
+	struct region *r;
+	sem_t hit_done, go;
+};
+
+#define BIG_VALUE 5000 /* over the thread value cache's 4 KiB: no bias */
+
+static void *lane_peer_main(void *arg)
+{
+	struct lane_peer *p = arg;
+	struct region_value *v;
+	struct region_flight *fl;
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		/* no reference outlives the hit: freeing the entry frees its
+		 * block */
+		assert_int_equal(region_get(p->r, "a", 1, &v, &fl), REGION_HIT);
+		assert_int_equal(region_value_len(v), BIG_VALUE);
+		region_value_unref(v);
+	}
+	sem_post(&p->hit_done);
+	sem_wait(&p->go);
+	/* takes the lock: replays this thread's lane */
+	region_invalidate(p->r, "zzz", 3, REGION_ORIGIN_LOCAL);
+	return NULL;
+}
+
+static void test_replay_ignores_freed_entries(void **state)
+{
+	struct region *r = make(1, 100);
+	struct stripe *s = &r->stripes[0];
+	struct lane_peer p = {.r = r};
+	uint64_t before;
+	pthread_t t;
+	int i;
+
+	struct region_value *v;
+	struct region_flight *fl;
+
+	(void)state;
+	assert_int_equal(region_get(r, "a", 1, &v, &fl), REGION_LOAD);
+	assert_int_equal(
+		region_flight_done(
+			r, fl, 0,
+			region_value_adopt(calloc(1, BIG_VALUE), BIG_VALUE),
+			&v),
+		0);
+	region_value_unref(v);
+	put(r, "b", 1);
+	assert_int_equal(sem_init(&p.hit_done, 0, 0), 0);
+	assert_int_equal(sem_init(&p.go, 0, 0), 0);
+	assert_int_equal(pthread_create(&t, NULL, lane_peer_main, &p), 0);
+	sem_wait(&p.hit_done);
+	before = region__stripe_reclaims(s);
+	region_invalidate(r, "a", 1, REGION_ORIGIN_LOCAL);
+	for (i = 0; i < 16 && s->retired; i++)
+		region__stripe_reclaim(s); /* the peer is in no section */
+	assert_null(s->retired);
+	assert_true(region__stripe_reclaims(s) != before);
+	sem_post(&p.go);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	/* b is the only entry and the policy is intact */
+	assert_int_equal(s->nentries, 1);
+	assert_ptr_equal(
+		rlist_tail(&s->lru),
+		&region__stripe_find(s, region__hash("b", 1), "b", 1)->qnode);
+	sem_destroy(&p.hit_done);
+	sem_destroy(&p.go);
+	region_unref(r);
+}
+
 static void test_hits_take_no_lock(void **state)
 {
 	struct region *r = make(1, 100);
@@ -260,6 +341,7 @@ int main(void)
 		cmocka_unit_test(test_hash_sees_every_byte),
 		cmocka_unit_test(test_long_keys_differing_in_last_byte),
 		cmocka_unit_test(test_lock_replays_this_threads_hits),
+		cmocka_unit_test(test_replay_ignores_freed_entries),
 		cmocka_unit_test(test_hits_take_no_lock),
 		cmocka_unit_test(test_growth_and_shrink_are_incremental),
 		cmocka_unit_test(test_invalidate_all_empties_every_stripe),
