@@ -67,7 +67,9 @@
  * and the snapshots chain, so every committed row is delivered exactly
  * once, whatever the commit order; a transaction still running at S is
  * in S's list and is read by a later pass. The index on xid bounds the
- * scan to xid >= P.xmin. A pass is paged by seq with S fixed, so a
+ * scan to xid >= P.xmin. A pass whose S equals P (same xmin, xmax and
+ * list: no transaction took an id since) reads no page at all, so an idle
+ * replay is one small query. A pass is paged by seq with S fixed, so a
  * caller that stops early resumes the same pass. Our own rows (origin =
  * this store's writer) are skipped, as our write path has handled them.
  *
@@ -1838,6 +1840,8 @@ static int pg_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
 		to = NULL;
 		done = true;
 	}
+	if (err == 0 && !done && after == 0 && !strcmp(from, to))
+		done = true; /* the same snapshot: nobody committed since */
 	if (err == 0 && !done && !(p = calloc(1, sizeof(*p))))
 		err = -ENOMEM;
 	while (err == 0 && !done && !fp.stop) {
