@@ -16,7 +16,7 @@
  * budget on every region (expired entries and the excess left by a
  * shrink; the sweep resumes where it stopped), store_changes_prune() every
  * minute (feed rows older than FEED_MAX_AGE_MS; the only place that
- * prunes), and a pending reload. It also ends the session on
+ * prunes; with it malloc_trim()), and a pending reload. It also ends the session on
  * SIGTERM/SIGINT (see handle_exit()). The change feed itself is read by
  * its own thread (feed.c), so its delay bound does not depend on this
  * work; rfs_bg_start()/rfs_bg_stop() start and stop both threads. The
@@ -32,6 +32,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -91,8 +94,8 @@ static void notify_names(const struct rfs_table *a, const struct rfs_table *b)
  * Regions whose owner, group or modes changed: their root dentries go,
  * so the next path walk looks them up again and the kernel (which checks
  * permissions itself with default_permissions) gets the new attributes.
- * Key names are never cached, so their new attributes come with the next
- * lookup anyway.
+ * That takes every cached key entry below with it (d_invalidate() drops
+ * the subtree), so the keys' new attributes come with their next lookup.
  */
 static void notify_perms(const struct rfs_table *old, const struct rfs_table *t)
 {
@@ -358,6 +361,17 @@ static int bg_work(uint64_t *next_tick, uint64_t *next_prune,
 			rfs_log(RFS_LOG_WARNING, "pruning the change feed: %s",
 				strerror(-rc));
 		*next_prune = now + PRUNE_EVERY_MS;
+#ifdef __GLIBC__
+		/*
+		 * Every thread has its own malloc arena (each FUSE worker
+		 * allocates values and its SQLite read connection's pages,
+		 * which SQLite drops whenever another connection wrote);
+		 * the free pages inside the arenas are returned only here.
+		 * Measured (tests/soak): without it RSS kept creeping by
+		 * 1-4 MiB in 15 minutes while the memory in use stayed flat.
+		 */
+		malloc_trim(0);
+#endif
 	}
 	timeout = (int)(*next_tick - now);
 	if (*reload_at && (int)(*reload_at - now) < timeout)
@@ -407,15 +421,35 @@ static void *bg_main(void *arg)
 	return NULL;
 }
 
+/*
+ * An outside writer changed key (NULL: maybe every key) and the feed has
+ * invalidated the cache: the name's inode stops being current, and the
+ * kernel's entry for the name goes (for "every key", every region
+ * directory's entry, which takes negative entries with it), kinval.c.
+ */
+static void feed_changed(const char *region, const void *key, size_t klen)
+{
+	rfs_inode_changed(region, key, klen);
+	if (key)
+		rfs_kinval_key(region, key, klen);
+	else
+		rfs_kinval_region(region);
+}
+
 int rfs_bg_start(void)
 {
 	int rc;
 
 	bg.main_thread = pthread_self();
-	rfs_feed_listen(rfs_inode_changed); /* outside changes: new inodes */
-	rc = rfs_feed_start();
+	rc = rfs_kinval_start();
 	if (rc)
 		return rc;
+	rfs_feed_listen(feed_changed);
+	rc = rfs_feed_start();
+	if (rc) {
+		rfs_kinval_stop();
+		return rc;
+	}
 	if (pipe2(bg.pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
 		rc = -errno;
 		rfs_feed_stop();
@@ -433,6 +467,7 @@ int rfs_bg_start(void)
 		close(bg.pipe[1]);
 		bg.pipe[0] = bg.pipe[1] = -1;
 		rfs_feed_stop();
+		rfs_kinval_stop();
 		return rc;
 	}
 	bg.running = true;
@@ -444,6 +479,7 @@ void rfs_bg_stop(void)
 	char c = 's';
 
 	rfs_feed_stop();
+	rfs_kinval_stop(); /* after the feed, its last producer */
 	if (!bg.running)
 		return;
 	atomic_store(&bg.stop, true);

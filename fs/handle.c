@@ -22,7 +22,8 @@
  * Write handles hold a private buffer (DESIGN.md "The write path"): a copy
  * of the value at open, or empty with O_TRUNC. write() and ftruncate()
  * edit it; flush (close), fsync and, failing those, release commit it
- * whole through the write protocol of commit.c (E1, store_put, E2, under
+ * whole (a commit that failed drops what it had to store: its close()
+ * said so, and no later call stores it after all) through the write protocol of commit.c (E1, store_put, E2, under
  * the lock of the name the inode has then), and reply.
  *
  * The buffer is copy-on-write (struct rfs_wbuf, reference counted): a
@@ -519,9 +520,10 @@ static int whandle_fill(struct rfs_whandle *w, const char *key, size_t klen,
 		/* create() has just committed the empty value (under the
 		 * name's lock, which open still holds): its version lets a
 		 * release whose commits all failed remove it again */
-		if (store_stat(rfs.st, w->rr->cfg.name, key, klen, &meta) ==
-			    0 &&
-		    meta.size == 0)
+		rc = store_stat(rfs.st, w->rr->cfg.name, key, klen, &meta);
+		if (rc) /* the open fails, and create() removes the row */
+			return rc;
+		if (meta.size == 0)
 			w->created_version = meta.version;
 		w->buf = wbuf_new(0);
 		return w->buf ? 0 : -ENOMEM;
@@ -566,6 +568,21 @@ static int whandle_fill(struct rfs_whandle *w, const char *key, size_t klen,
  * loop cannot even open until we reply). So it cannot deadlock with the
  * OPEN the kernel is waiting for (fuse_reverse_inval_inode).
  */
+/*
+ * ino (a key) just became a writer's: its attributes are live now (the
+ * writer's fstat shows its pending size), but the kernel's entry for the
+ * name still names it, so everybody's stat would. The entry goes
+ * (kinval.c); the next path walk gets the inode of the committed row.
+ * The OPEN's reply waits for that (ops.c); a CREATE never converts.
+ */
+static void drop_entry(fuse_ino_t ino)
+{
+	struct rfs_ident id;
+
+	if (rfs_inode_ident(ino, &id) == 0 && id.kind == RFS_I_KEY && !id.gone)
+		rfs_kinval_key(id.region, id.key, id.klen);
+}
+
 static int enter_writer(fuse_ino_t ino, pid_t pid, bool readable)
 {
 	struct rfs_wopen wo;
@@ -579,11 +596,21 @@ static int enter_writer(fuse_ino_t ino, pid_t pid, bool readable)
 			(unsigned long long)ino);
 	if (rc || wo.inval == RFS_INVAL_NONE)
 		return rc;
+	drop_entry(ino);
 	if (wo.inval == RFS_INVAL_ATTR)
 		fuse_lowlevel_notify_inval_inode(rfs.se, ino, -1, 0);
 	else if (fuse_lowlevel_notify_inval_inode(rfs.se, ino, 0, 0) == 0)
 		rfs_inode_cleaned(ino, wo.gen);
 	return 0;
+}
+
+int rfs_truncate_enter(fuse_ino_t ino, pid_t pid)
+{
+	int rc = enter_writer(ino, pid, false);
+
+	if (!rc)
+		rfs_inode_close_write(ino, false);
+	return rc;
 }
 
 /*
@@ -614,6 +641,14 @@ static int whandle_attach(struct rfs_handle *h, const char *key, size_t klen,
 	}
 	if (!rc)
 		rc = whandle_fill(w, key, klen, flags, created);
+	/*
+	 * The key is gone from the store though the kernel still had an
+	 * entry for it (an outside DELETE the change feed has not applied
+	 * yet): the kernel walks the path again and finds it missing, and an
+	 * open(O_CREAT) then creates it (OPEN does not say O_CREAT).
+	 */
+	if (rc == -ENOENT && !created)
+		rc = -ESTALE;
 	if (!rc)
 		rc = rfs_inode_attach(w->ino, h);
 	rfs_names_unlock(&l);
@@ -673,9 +708,16 @@ static int commit_buf(struct rfs_whandle *w, const struct rfs_wbuf *b,
 	return rfs_commit_handle(w->ino, b->data, b->len, flags);
 }
 
-void rfs_whandle_release(struct rfs_handle *h)
+/*
+ * A key this handle's create() made and that no commit of it filled, now
+ * that a commit failed (or the handle broke): removed again, so that the
+ * open(O_CREAT) whose close() failed leaves no empty key. Called at the
+ * failed flush, before close() returns (a reader must not find the key
+ * between the close() and the RELEASE), and again at the RELEASE (a
+ * no-op then).
+ */
+static void drop_created(struct rfs_whandle *w)
 {
-	struct rfs_whandle *w = &h->u.w;
 	struct rfs_ident id;
 	bool failed;
 
@@ -688,6 +730,11 @@ void rfs_whandle_release(struct rfs_handle *h)
 					  w->created_version);
 }
 
+void rfs_whandle_release(struct rfs_handle *h)
+{
+	drop_created(&h->u.w);
+}
+
 int rfs_whandle_commit(struct rfs_handle *h, bool durable)
 {
 	struct rfs_whandle *w = &h->u.w;
@@ -698,8 +745,10 @@ int rfs_whandle_commit(struct rfs_handle *h, bool durable)
 	pthread_mutex_lock(&w->mu);
 	wait_commit_locked(w);
 	if (w->broken || !atomic_load(&w->dirty)) {
-		rc = w->broken;
+		rc = w->broken ? w->broken : w->last_err;
 		pthread_mutex_unlock(&w->mu);
+		if (rc)
+			drop_created(w);
 		return rc;
 	}
 	b = w->buf;
@@ -714,10 +763,21 @@ int rfs_whandle_commit(struct rfs_handle *h, bool durable)
 	w->committing = false;
 	w->last_err = rc;
 	w->committed |= rc == 0;
-	if (!rc && atomic_load(&w->mod_seq) == seq)
+	/*
+	 * Failed: what was written up to now is dropped, not kept for a
+	 * retry. The close() that gets the error is the writer's only
+	 * answer; a later commit of the same bytes (the RELEASE after that
+	 * close, another descriptor's close) would store a value whose
+	 * close() failed, perhaps over a value another writer committed
+	 * meanwhile. Later flushes without new writes return the error
+	 * again; new writes make the whole buffer dirty again.
+	 */
+	if (atomic_load(&w->mod_seq) == seq)
 		atomic_store(&w->dirty, false);
 	pthread_cond_broadcast(&w->cond);
 	pthread_mutex_unlock(&w->mu);
 	rfs_wbuf_unref(b);
+	if (rc)
+		drop_created(w);
 	return rc;
 }

@@ -46,6 +46,9 @@
  */
 #include <errno.h>
 #include <limits.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -718,6 +721,24 @@ static void shutdown_all(struct fuse_session *se, bool mounted)
 	rfs_inode_fini();
 }
 
+/*
+ * glibc's malloc raises its mmap threshold to the largest block freed so
+ * far (up to 32 MiB), and its trim threshold to twice that: after a few
+ * large values came and went (1 MiB values: 1 MiB and 2 MiB), every
+ * thread's arena keeps up to 2 MiB free at its top for good and large
+ * values no longer go back to the system when freed. A fixed threshold
+ * (the default, 128 KiB) turns that adjustment off: values from 128 KiB
+ * up are mapped and unmapped, arena tops are trimmed above 128 KiB.
+ * Measured with tests/soak (arenas of about 2.4 MiB with 0.4 MiB in use
+ * before). The background thread's malloc_trim() does the rest.
+ */
+static void malloc_tune(void)
+{
+#ifdef __GLIBC__
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+#endif
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -727,6 +748,7 @@ int main(int argc, char *argv[])
 	bool mounted = false;
 	int rc = 1;
 
+	malloc_tune();
 	rfs_log_capture_fuse();
 	if (argc == 3 && strcmp(argv[1], "--check-config") == 0)
 		return check_config(argv[2]);

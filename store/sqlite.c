@@ -1177,6 +1177,7 @@ static void op_report(struct store *st, const struct op *op, const char *what)
  */
 static void batch_fail(struct store *st, struct op *batch, int err, bool lost)
 {
+	enum store_err_kind kind;
 	struct op *op;
 
 	for (op = batch; op; op = op->next) {
@@ -1186,8 +1187,15 @@ static void batch_fail(struct store *st, struct op *batch, int err, bool lost)
 			atomic_fetch_add_explicit(&st->errs[STORE_ERR_LOST], 1,
 						  memory_order_relaxed);
 	}
-	if (!lost)
-		op_report(st, batch, batch->next ? "commit" : NULL);
+	if (lost)
+		return;
+	op_report(st, batch, batch->next ? "commit" : NULL);
+	/* logged once for the batch, counted for each change in it */
+	kind = err_kind(sqlite3_extended_errcode(st->wdb), err);
+	for (op = batch->next; op; op = op->next)
+		if (op_changes_kv(op) && err != -ENOENT)
+			atomic_fetch_add_explicit(&st->errs[kind], 1,
+						  memory_order_relaxed);
 }
 
 /*
@@ -1199,6 +1207,14 @@ static int batch_apply(struct store *st, struct op *batch)
 	struct op *op;
 
 	for (op = batch; op; op = op->next) {
+		if (op->kind == OP_PUT && st->puts_held) {
+			op->rc = -ENOSPC;
+			report(st, op->rc, STORE_ERR_FULL, "put", op->region,
+			       op->key, op->klen,
+			       "disk full: the space of the released reserve "
+			       "is kept for deletes and renames");
+			continue;
+		}
 		op->rc = op_run(st, op);
 		if (op->rc && sqlite3_get_autocommit(st->wdb))
 			return op->rc;
@@ -1355,8 +1371,10 @@ static bool reserve_make(struct store *st)
 		return false;
 	st->reserve_tried = clock_ns(CLOCK_MONOTONIC);
 	if (stat(st->reserve_path, &sb) == 0 && S_ISREG(sb.st_mode) &&
-	    (uint64_t)sb.st_blocks * 512 >= st->reserve_bytes)
+	    (uint64_t)sb.st_blocks * 512 >= st->reserve_bytes) {
+		st->reserve_spent = false;
 		return true;
+	}
 	fd = open(st->reserve_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return false;
@@ -1366,6 +1384,8 @@ static bool reserve_make(struct store *st)
 	close(fd);
 	if (rc)
 		unlink(st->reserve_path);
+	else
+		st->reserve_spent = false;
 	return rc == 0;
 }
 
@@ -1383,7 +1403,11 @@ static void reserve_refill(struct store *st)
  * Runs a batch. If deletes or renames in it failed for lack of space and
  * the reserve is there, releases the reserve and runs them once more on
  * their own: they free space, and without room for their WAL frames
- * nothing could ever be removed from a full disk. Puts are not retried.
+ * nothing could ever be removed from a full disk. Puts are not retried;
+ * while the reserve is gone and cannot be made again (the disk is still
+ * full), puts fail with ENOSPC without running, so that the space the
+ * reserve freed stays for deletes and renames (as ext4 keeps its reserved
+ * blocks): writers that go on writing would otherwise fill it at once.
  */
 static void batch_run(struct store *st, struct op *batch)
 {
@@ -1391,6 +1415,13 @@ static void batch_run(struct store *st, struct op *batch)
 	size_t n = 0, i = 0;
 	bool committed = false;
 
+	st->puts_held = false;
+	if (st->reserve_spent) {
+		for (op = batch; op && op->kind != OP_PUT; op = op->next)
+			;
+		if (op && !(st->wstats.reserve_ok = reserve_make(st)))
+			st->puts_held = true;
+	}
 	batch_run_once(st, batch);
 	for (op = batch; op; op = op->next) {
 		committed |= op->rc == 0 && op->kind != OP_SYNC;
@@ -1405,6 +1436,7 @@ static void batch_run(struct store *st, struct op *batch)
 		return;
 	}
 	unlink(st->reserve_path);
+	st->reserve_spent = true;
 	st->wstats.reserve_ok = false;
 	st->wstats.reserve_used++;
 	st->reserve_tried = clock_ns(CLOCK_MONOTONIC);
@@ -1695,6 +1727,8 @@ int store__sqlite_open(const char *path, const struct store_options *opts,
 	if (rc == 0) {
 		rc = -pthread_create(&st->writer, NULL, writer_main, st);
 		st->thread_ok = rc == 0;
+		if (rc == 0) /* for top -H, and tests that watch it wait */
+			pthread_setname_np(st->writer, "regionfs-store");
 	}
 	if (rc) {
 		sq_close(st);

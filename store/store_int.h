@@ -113,6 +113,10 @@ struct store {
 	bool unsynced;		   /* a NORMAL commit since the last fsync */
 	struct store_stats wstats; /* published into stats per batch */
 	int64_t reserve_tried;	   /* CLOCK_MONOTONIC ns of the last attempt */
+	bool reserve_spent;	   /* released for a full disk, not made
+				    * again yet */
+	bool puts_held;		   /* this batch: the reserve is spent and
+				    * cannot be made, puts get ENOSPC */
 
 	pthread_mutex_t lock;
 	pthread_cond_t wake;	  /* the writer waits for ops */
