@@ -1412,11 +1412,18 @@ static void batch_run(struct pg_store *ps, struct op *batch)
 			       failed->key, failed->klen, msg);
 			continue;
 		}
-		for (op = batch; op; op = op->next)
-			if (!op->final && op_changes_kv(op))
-				ps->wstats.errors++;
+		/* logged once for the batch, counted for each change in it
+		 * (as sqlite.c does) */
 		report(ps, err, kind, batch->next ? "commit" : op_name(batch),
 		       batch->region, batch->key, batch->klen, msg);
+		for (op = batch; op; op = op->next) {
+			if (op->final || !op_changes_kv(op))
+				continue;
+			ps->wstats.errors++;
+			if (op != batch)
+				atomic_fetch_add_explicit(&ps->errs[kind], 1,
+							  memory_order_relaxed);
+		}
 		batch_fail(batch, err);
 		return;
 	}
