@@ -1002,6 +1002,19 @@ static int writer_connect(struct pg_store *ps, int64_t deadline)
 	int64_t t;
 	int err;
 
+	/*
+	 * A connection the server closed while it was idle (a restart, an
+	 * administrator's pg_terminate_backend) has sent its FATAL message
+	 * and EOF already: read them now, without a round trip, so that the
+	 * batch goes to a new connection rather than failing with an unknown
+	 * outcome (the whole batch, COMMIT included, is sent at once).
+	 */
+	if (ps->w.c &&
+	    (!PQconsumeInput(ps->w.c) || PQstatus(ps->w.c) != CONNECTION_OK)) {
+		PQfinish(ps->w.c);
+		ps->w.c = NULL;
+		ps->w.prepared = 0;
+	}
 	for (;;) {
 		err = conn_ensure(ps, &ps->w, CONN_WRITER, "connect");
 		if (err == 0)
@@ -1143,16 +1156,19 @@ static PGresult *pipe_result(PGconn *c)
 }
 
 /*
- * After BEGIN: every op, COMMIT and the doorbell's transaction, sent at
- * once (libpq pipeline mode), then their results read in order: one
- * round trip instead of one per statement. The server runs them in
+ * BEGIN, every op, COMMIT and the doorbell's transaction, sent at once
+ * (libpq pipeline mode), then their results read in order: one round
+ * trip per batch instead of one per statement (writer_connect() first
+ * reads what a connection closed while idle left, so a restart costs a
+ * reconnect, not an unknown outcome). The server runs them in
  * order, so the doorbell's transaction starts only after the data COMMIT
  * returned; an error skips everything after it up to the sync, doorbell
  * included. Same contract as batch_attempt(); *rang: the doorbell was
  * tried (counted).
  */
-static int batch_pipe(struct pg_store *ps, struct op *batch, PGresult **fr,
-		      struct op **failed, bool *at_commit, bool *rang)
+static int batch_pipe(struct pg_store *ps, struct op *batch, bool durable,
+		      PGresult **fr, struct op **failed, bool *at_commit,
+		      bool *rang)
 {
 	static const char *const bell_sql[] = {
 		"BEGIN",
@@ -1171,6 +1187,10 @@ static int batch_pipe(struct pg_store *ps, struct op *batch, PGresult **fr,
 
 	if (!PQenterPipelineMode(c))
 		return -EAGAIN; /* the caller goes on without the pipeline */
+	sent = PQsendQueryParams(c, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) == 1;
+	if (sent && durable && !ps->durable)
+		sent = PQsendQueryParams(c, "SET LOCAL synchronous_commit = on",
+					 0, NULL, NULL, NULL, NULL, 0) == 1;
 	for (op = batch; op && sent; op = op->next) {
 		if (op->final)
 			continue;
@@ -1190,6 +1210,15 @@ static int batch_pipe(struct pg_store *ps, struct op *batch, PGresult **fr,
 	if (!sent) { /* the connection broke while sending */
 		*fr = NULL;
 		return -EIO;
+	}
+	for (i = 0; i < (durable && !ps->durable ? 2u : 1u); i++) {
+		r = pipe_result(c); /* BEGIN, SET LOCAL */
+		if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
+			*at_commit = !r; /* a lost connection: unknown */
+			*fr = r;
+			goto drain;
+		}
+		PQclear(r);
 	}
 	for (op = batch; op; op = op->next) {
 		if (op->final)
@@ -1265,17 +1294,18 @@ static int batch_attempt(struct pg_store *ps, struct op *batch, bool durable,
 	*fr = NULL;
 	*at_commit = false;
 	*rang = false;
+	if (pipe_ok(batch)) {
+		rc = batch_pipe(ps, batch, durable, fr, failed, at_commit,
+				rang);
+		if (rc != -EAGAIN)
+			return rc;
+	}
 	if (exec_cmd(ps->w.c,
 		     durable && !ps->durable
 			     ? "BEGIN; SET LOCAL synchronous_commit = on"
 			     : "BEGIN",
 		     fr))
 		return -EIO;
-	if (pipe_ok(batch)) {
-		rc = batch_pipe(ps, batch, fr, failed, at_commit, rang);
-		if (rc != -EAGAIN)
-			return rc;
-	}
 	for (op = batch; op; op = op->next) {
 		if (op->final)
 			continue;
