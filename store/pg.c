@@ -456,6 +456,14 @@ static int conn_setup(struct pg_store *ps, PGconn *c, enum conn_kind kind,
 {
 	char sql[256];
 
+	/*
+	 * No JIT: our statements are small, and a plan whose estimate
+	 * crosses jit_above_cost (a replay over a large log) spent 13-100 ms
+	 * compiling, once per replay (seen in bench_pg's latency runs).
+	 */
+	if (exec_cmd(c, "SET jit = off", err))
+		return -EIO;
+
 	switch (kind) {
 	case CONN_WRITER:
 		snprintf(sql, sizeof(sql),
@@ -466,7 +474,16 @@ static int conn_setup(struct pg_store *ps, PGconn *c, enum conn_kind kind,
 			 ps->origin);
 		return exec_cmd(c, sql, err);
 	case CONN_FEED:
-		return exec_cmd(c, "LISTEN " PG_CHANNEL, err);
+		/*
+		 * A custom plan for each replay: a generic plan cannot know
+		 * that xid >= $1 selects a few recent rows, and walks the
+		 * whole log in seq order instead of the xid index (seen:
+		 * replays of a log of 50,000 rows took tens of ms).
+		 */
+		return exec_cmd(c,
+				"SET plan_cache_mode = force_custom_plan; "
+				"LISTEN " PG_CHANNEL,
+				err);
 	case CONN_READER:
 		break;
 	}
@@ -2159,6 +2176,15 @@ int store__pg_open(const char *conninfo, const struct store_options *opts,
 	}
 	ps->readers[0].c = c;
 	ps->readers[0].ever = true;
+	{
+		PGresult *r = NULL;
+
+		if (conn_setup(ps, c, CONN_READER, &r)) {
+			err = fail(ps, &ps->readers[0], r, "connect", NULL,
+				   NULL, 0);
+			goto out;
+		}
+	}
 	err = schema_upgrade(ps, c);
 	if (err)
 		goto out;
