@@ -67,9 +67,9 @@
  * and the snapshots chain, so every committed row is delivered exactly
  * once, whatever the commit order; a transaction still running at S is
  * in S's list and is read by a later pass. The index on xid bounds the
- * scan to xid >= P.xmin. A pass whose S equals P (same xmin, xmax and
- * list: no transaction took an id since) reads no page at all, so an idle
- * replay is one small query. A pass is paged by seq with S fixed, so a
+ * scan to xid >= P.xmin. The first page's statement takes S itself (its
+ * own snapshot), so a replay is one round trip, and an idle one an index
+ * probe. A pass is paged by seq with S fixed, so a
  * caller that stops early resumes the same pass. Our own rows (origin =
  * this store's writer) are skipped, as our write path has handled them.
  *
@@ -1829,12 +1829,18 @@ static void snap_xmin(const char *snap, char *out, size_t n)
 	out[i] = '\0';
 }
 
-/* Reads one page of the pass from -> to after seq `after` into p. */
+/*
+ * Reads one page of the pass from -> to after seq `after` into p. With to
+ * NULL, the pass's first page, whose statement takes the target snapshot
+ * itself: *snap gets it (malloc()ed), *head the log's head.
+ */
 static int feed_page_locked(struct pg_store *ps, const char *from,
-			    const char *to, uint64_t after, struct feed_page *p)
+			    const char *to, uint64_t after, struct feed_page *p,
+			    char **snap, uint64_t *head)
 {
 	char xmin[32], aft[24];
 	const char *vals[5] = {xmin, from, to, aft, ps->origin};
+	const char *fvals[3] = {xmin, from, ps->origin};
 	int lens[5] = {0}, fmts[5] = {0};
 	PGresult *r;
 	ssize_t ro, ko;
@@ -1847,30 +1853,40 @@ static int feed_page_locked(struct pg_store *ps, const char *from,
 	err = feed_connect_locked(ps);
 	if (err)
 		return err;
-	r = run(ps, &ps->f, PQ_PAGE, vals, lens, fmts, "feed", NULL, NULL, 0,
-		&err);
+	r = run(ps, &ps->f, to ? PQ_PAGE : PQ_FIRST, to ? vals : fvals, lens,
+		fmts, "feed", NULL, NULL, 0, &err);
 	if (!r)
 		return err;
 	feed_drain_locked(ps);
+	if (!to && PQntuples(r) > 0) {
+		*snap = strdup(PQgetvalue(r, 0, 0));
+		*head = col_u64(r, 0, 6);
+		atomic_store_explicit(&ps->queue_ppm, col_u64(r, 0, 7),
+				      memory_order_relaxed);
+		if (!*snap)
+			err = -ENOMEM;
+	} else if (!to) {
+		err = -EIO; /* the statement always yields a row */
+	}
 	for (i = 0; i < PQntuples(r) && err == 0; i++) {
 		struct feed_row *row = &p->rows[p->n];
 
 		if (i == 0)
-			p->pruned = col_i64(r, 0, 0) != 0;
-		if (PQgetisnull(r, i, 1))
+			p->pruned = col_i64(r, 0, 1) != 0;
+		if (PQgetisnull(r, i, 2))
 			continue; /* no log row: the LEFT JOIN's filler */
-		row->seq = col_u64(r, i, 1);
-		row->all = PQgetisnull(r, i, 2) || PQgetisnull(r, i, 3);
-		row->own = col_i64(r, i, 4) != 0;
-		ro = page_append(p, PQgetvalue(r, i, 2), PQgetlength(r, i, 2));
-		ko = page_append(p, PQgetvalue(r, i, 3), PQgetlength(r, i, 3));
+		row->seq = col_u64(r, i, 2);
+		row->all = PQgetisnull(r, i, 3) || PQgetisnull(r, i, 4);
+		row->own = col_i64(r, i, 5) != 0;
+		ro = page_append(p, PQgetvalue(r, i, 3), PQgetlength(r, i, 3));
+		ko = page_append(p, PQgetvalue(r, i, 4), PQgetlength(r, i, 4));
 		if (ro < 0 || ko < 0) {
 			err = -ENOMEM;
 			break;
 		}
 		row->region_off = ro;
 		row->key_off = ko;
-		row->klen = PQgetlength(r, i, 3);
+		row->klen = PQgetlength(r, i, 4);
 		p->n++;
 	}
 	PQclear(r);
@@ -1924,8 +1940,6 @@ static int pg_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
 		to = c->to ? strdup(c->to) : NULL;
 		after = c->after;
 		err = from && (to || !c->to) ? 0 : -ENOMEM;
-		if (err == 0 && !to)
-			err = feed_snap_locked(ps, &to, &head);
 	} else { /* a position we no longer hold: start over from now */
 		err = feed_snap_locked(ps, &to, &head);
 	}
@@ -1936,14 +1950,18 @@ static int pg_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
 		to = NULL;
 		done = true;
 	}
-	if (err == 0 && !done && after == 0 && !strcmp(from, to))
-		done = true; /* the same snapshot: nobody committed since */
 	if (err == 0 && !done && !(p = calloc(1, sizeof(*p))))
 		err = -ENOMEM;
 	while (err == 0 && !done && !fp.stop) {
+		char *snap = NULL;
+
 		pthread_mutex_lock(&ps->feed_lock);
-		err = feed_page_locked(ps, from, to, after, p);
+		err = feed_page_locked(ps, from, to, after, p, &snap, &head);
 		pthread_mutex_unlock(&ps->feed_lock);
+		if (!to)
+			to = snap; /* the first page took the pass's target */
+		else
+			free(snap);
 		if (err)
 			break;
 		if (p->pruned) { /* rows we may not have seen are gone */
