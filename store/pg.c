@@ -67,7 +67,9 @@
  * and the snapshots chain, so every committed row is delivered exactly
  * once, whatever the commit order; a transaction still running at S is
  * in S's list and is read by a later pass. The index on xid bounds the
- * scan to xid >= P.xmin. A pass is paged by seq with S fixed, so a
+ * scan to xid >= P.xmin. The first page's statement takes S itself (its
+ * own snapshot), so a replay is one round trip, and an idle one an index
+ * probe. A pass is paged by seq with S fixed, so a
  * caller that stops early resumes the same pass. Our own rows (origin =
  * this store's writer) are skipped, as our write path has handled them.
  *
@@ -183,6 +185,7 @@ struct pg_store {
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	struct op *queue, **tail; /* L: lock */
+	unsigned nqueued;	  /* L: lock; ops on the queue */
 	bool stopping;		  /* L: lock */
 	struct store_stats stats; /* L: lock */
 
@@ -454,6 +457,14 @@ static int conn_setup(struct pg_store *ps, PGconn *c, enum conn_kind kind,
 {
 	char sql[256];
 
+	/*
+	 * No JIT: our statements are small, and a plan whose estimate
+	 * crosses jit_above_cost (a replay over a large log) spent 13-100 ms
+	 * compiling, once per replay (seen in bench_pg's latency runs).
+	 */
+	if (exec_cmd(c, "SET jit = off", err))
+		return -EIO;
+
 	switch (kind) {
 	case CONN_WRITER:
 		snprintf(sql, sizeof(sql),
@@ -464,7 +475,16 @@ static int conn_setup(struct pg_store *ps, PGconn *c, enum conn_kind kind,
 			 ps->origin);
 		return exec_cmd(c, sql, err);
 	case CONN_FEED:
-		return exec_cmd(c, "LISTEN " PG_CHANNEL, err);
+		/*
+		 * A custom plan for each replay: a generic plan cannot know
+		 * that xid >= $1 selects a few recent rows, and walks the
+		 * whole log in seq order instead of the xid index (seen:
+		 * replays of a log of 50,000 rows took tens of ms).
+		 */
+		return exec_cmd(c,
+				"SET plan_cache_mode = force_custom_plan; "
+				"LISTEN " PG_CHANNEL,
+				err);
 	case CONN_READER:
 		break;
 	}
@@ -1000,6 +1020,19 @@ static int writer_connect(struct pg_store *ps, int64_t deadline)
 	int64_t t;
 	int err;
 
+	/*
+	 * A connection the server closed while it was idle (a restart, an
+	 * administrator's pg_terminate_backend) has sent its FATAL message
+	 * and EOF already: read them now, without a round trip, so that the
+	 * batch goes to a new connection rather than failing with an unknown
+	 * outcome (the whole batch, COMMIT included, is sent at once).
+	 */
+	if (ps->w.c &&
+	    (!PQconsumeInput(ps->w.c) || PQstatus(ps->w.c) != CONNECTION_OK)) {
+		PQfinish(ps->w.c);
+		ps->w.c = NULL;
+		ps->w.prepared = 0;
+	}
 	for (;;) {
 		err = conn_ensure(ps, &ps->w, CONN_WRITER, "connect");
 		if (err == 0)
@@ -1141,16 +1174,19 @@ static PGresult *pipe_result(PGconn *c)
 }
 
 /*
- * After BEGIN: every op, COMMIT and the doorbell's transaction, sent at
- * once (libpq pipeline mode), then their results read in order: one
- * round trip instead of one per statement. The server runs them in
+ * BEGIN, every op, COMMIT and the doorbell's transaction, sent at once
+ * (libpq pipeline mode), then their results read in order: one round
+ * trip per batch instead of one per statement (writer_connect() first
+ * reads what a connection closed while idle left, so a restart costs a
+ * reconnect, not an unknown outcome). The server runs them in
  * order, so the doorbell's transaction starts only after the data COMMIT
  * returned; an error skips everything after it up to the sync, doorbell
  * included. Same contract as batch_attempt(); *rang: the doorbell was
  * tried (counted).
  */
-static int batch_pipe(struct pg_store *ps, struct op *batch, PGresult **fr,
-		      struct op **failed, bool *at_commit, bool *rang)
+static int batch_pipe(struct pg_store *ps, struct op *batch, bool durable,
+		      PGresult **fr, struct op **failed, bool *at_commit,
+		      bool *rang)
 {
 	static const char *const bell_sql[] = {
 		"BEGIN",
@@ -1169,6 +1205,10 @@ static int batch_pipe(struct pg_store *ps, struct op *batch, PGresult **fr,
 
 	if (!PQenterPipelineMode(c))
 		return -EAGAIN; /* the caller goes on without the pipeline */
+	sent = PQsendQueryParams(c, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) == 1;
+	if (sent && durable && !ps->durable)
+		sent = PQsendQueryParams(c, "SET LOCAL synchronous_commit = on",
+					 0, NULL, NULL, NULL, NULL, 0) == 1;
 	for (op = batch; op && sent; op = op->next) {
 		if (op->final)
 			continue;
@@ -1188,6 +1228,15 @@ static int batch_pipe(struct pg_store *ps, struct op *batch, PGresult **fr,
 	if (!sent) { /* the connection broke while sending */
 		*fr = NULL;
 		return -EIO;
+	}
+	for (i = 0; i < (durable && !ps->durable ? 2u : 1u); i++) {
+		r = pipe_result(c); /* BEGIN, SET LOCAL */
+		if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
+			*at_commit = !r; /* a lost connection: unknown */
+			*fr = r;
+			goto drain;
+		}
+		PQclear(r);
 	}
 	for (op = batch; op; op = op->next) {
 		if (op->final)
@@ -1263,17 +1312,18 @@ static int batch_attempt(struct pg_store *ps, struct op *batch, bool durable,
 	*fr = NULL;
 	*at_commit = false;
 	*rang = false;
+	if (pipe_ok(batch)) {
+		rc = batch_pipe(ps, batch, durable, fr, failed, at_commit,
+				rang);
+		if (rc != -EAGAIN)
+			return rc;
+	}
 	if (exec_cmd(ps->w.c,
 		     durable && !ps->durable
 			     ? "BEGIN; SET LOCAL synchronous_commit = on"
 			     : "BEGIN",
 		     fr))
 		return -EIO;
-	if (pipe_ok(batch)) {
-		rc = batch_pipe(ps, batch, fr, failed, at_commit, rang);
-		if (rc != -EAGAIN)
-			return rc;
-	}
 	for (op = batch; op; op = op->next) {
 		if (op->final)
 			continue;
@@ -1410,33 +1460,80 @@ static void batch_run(struct pg_store *ps, struct op *batch)
 			       failed->key, failed->klen, msg);
 			continue;
 		}
-		for (op = batch; op; op = op->next)
-			if (!op->final && op_changes_kv(op))
-				ps->wstats.errors++;
+		/* logged once for the batch, counted for each change in it
+		 * (as sqlite.c does) */
 		report(ps, err, kind, batch->next ? "commit" : op_name(batch),
 		       batch->region, batch->key, batch->klen, msg);
+		for (op = batch; op; op = op->next) {
+			if (op->final || !op_changes_kv(op))
+				continue;
+			ps->wstats.errors++;
+			if (op != batch)
+				atomic_fetch_add_explicit(&ps->errs[kind], 1,
+							  memory_order_relaxed);
+		}
 		batch_fail(batch, err);
 		return;
 	}
+}
+
+/*
+ * Before taking a queue that already holds ops: waits a little for the
+ * callers of the batch just committed, who (writers in a loop) come back
+ * at once. Without it, N writers split into two halves for good, one
+ * queueing while the other commits: N/2 rows per commit, where raw
+ * connections share the server's WAL flushes. At most GATHER_MAX_NS, and
+ * a quarter of the last commit's time; only when ops came while the last
+ * batch committed (a lone writer, or one after a pause, waits for
+ * nothing), and for no more than the last batch's callers.
+ * The same idea as PostgreSQL's commit_delay. L: lock.
+ */
+#define GATHER_MAX_NS 1000000
+
+static void gather_locked(struct pg_store *ps, unsigned prev, int64_t commit_ns)
+{
+	int64_t wait =
+		commit_ns / 4 < GATHER_MAX_NS ? commit_ns / 4 : GATHER_MAX_NS;
+	unsigned want = ps->nqueued + prev;
+	struct timespec ts;
+	int64_t end;
+
+	if (!prev || !ps->nqueued || wait <= 0)
+		return;
+	end = now_ns() + wait;
+	ts.tv_sec = end / 1000000000;
+	ts.tv_nsec = end % 1000000000;
+	while (ps->nqueued < want && !ps->stopping)
+		if (pthread_cond_timedwait(&ps->wake, &ps->lock, &ts) ==
+		    ETIMEDOUT)
+			break;
 }
 
 static void *writer_main(void *arg)
 {
 	struct pg_store *ps = arg;
 	struct op *batch, *op, *next;
+	unsigned prev = 0;
+	int64_t t0, commit_ns = 0;
 
 	pthread_mutex_lock(&ps->lock);
 	for (;;) {
+		if (ps->queue) /* they came during the last commit */
+			gather_locked(ps, prev, commit_ns);
 		while (!ps->queue && !ps->stopping)
 			pthread_cond_wait(&ps->wake, &ps->lock);
 		batch = ps->queue;
 		if (!batch)
 			break;
+		prev = ps->nqueued;
 		ps->queue = NULL;
 		ps->tail = &ps->queue;
+		ps->nqueued = 0;
 		pthread_mutex_unlock(&ps->lock);
 
+		t0 = now_ns();
 		batch_run(ps, batch);
+		commit_ns = now_ns() - t0;
 
 		pthread_mutex_lock(&ps->lock);
 		ps->stats = ps->wstats;
@@ -1468,6 +1565,7 @@ static int submit(struct pg_store *ps, struct op *op)
 	}
 	*ps->tail = op;
 	ps->tail = &op->next;
+	ps->nqueued++;
 	pthread_cond_signal(&ps->wake);
 	while (!op->done)
 		pthread_cond_wait(&op->cond, &ps->lock);
@@ -1731,12 +1829,18 @@ static void snap_xmin(const char *snap, char *out, size_t n)
 	out[i] = '\0';
 }
 
-/* Reads one page of the pass from -> to after seq `after` into p. */
+/*
+ * Reads one page of the pass from -> to after seq `after` into p. With to
+ * NULL, the pass's first page, whose statement takes the target snapshot
+ * itself: *snap gets it (malloc()ed), *head the log's head.
+ */
 static int feed_page_locked(struct pg_store *ps, const char *from,
-			    const char *to, uint64_t after, struct feed_page *p)
+			    const char *to, uint64_t after, struct feed_page *p,
+			    char **snap, uint64_t *head)
 {
 	char xmin[32], aft[24];
 	const char *vals[5] = {xmin, from, to, aft, ps->origin};
+	const char *fvals[3] = {xmin, from, ps->origin};
 	int lens[5] = {0}, fmts[5] = {0};
 	PGresult *r;
 	ssize_t ro, ko;
@@ -1749,30 +1853,40 @@ static int feed_page_locked(struct pg_store *ps, const char *from,
 	err = feed_connect_locked(ps);
 	if (err)
 		return err;
-	r = run(ps, &ps->f, PQ_PAGE, vals, lens, fmts, "feed", NULL, NULL, 0,
-		&err);
+	r = run(ps, &ps->f, to ? PQ_PAGE : PQ_FIRST, to ? vals : fvals, lens,
+		fmts, "feed", NULL, NULL, 0, &err);
 	if (!r)
 		return err;
 	feed_drain_locked(ps);
+	if (!to && PQntuples(r) > 0) {
+		*snap = strdup(PQgetvalue(r, 0, 0));
+		*head = col_u64(r, 0, 6);
+		atomic_store_explicit(&ps->queue_ppm, col_u64(r, 0, 7),
+				      memory_order_relaxed);
+		if (!*snap)
+			err = -ENOMEM;
+	} else if (!to) {
+		err = -EIO; /* the statement always yields a row */
+	}
 	for (i = 0; i < PQntuples(r) && err == 0; i++) {
 		struct feed_row *row = &p->rows[p->n];
 
 		if (i == 0)
-			p->pruned = col_i64(r, 0, 0) != 0;
-		if (PQgetisnull(r, i, 1))
+			p->pruned = col_i64(r, 0, 1) != 0;
+		if (PQgetisnull(r, i, 2))
 			continue; /* no log row: the LEFT JOIN's filler */
-		row->seq = col_u64(r, i, 1);
-		row->all = PQgetisnull(r, i, 2) || PQgetisnull(r, i, 3);
-		row->own = col_i64(r, i, 4) != 0;
-		ro = page_append(p, PQgetvalue(r, i, 2), PQgetlength(r, i, 2));
-		ko = page_append(p, PQgetvalue(r, i, 3), PQgetlength(r, i, 3));
+		row->seq = col_u64(r, i, 2);
+		row->all = PQgetisnull(r, i, 3) || PQgetisnull(r, i, 4);
+		row->own = col_i64(r, i, 5) != 0;
+		ro = page_append(p, PQgetvalue(r, i, 3), PQgetlength(r, i, 3));
+		ko = page_append(p, PQgetvalue(r, i, 4), PQgetlength(r, i, 4));
 		if (ro < 0 || ko < 0) {
 			err = -ENOMEM;
 			break;
 		}
 		row->region_off = ro;
 		row->key_off = ko;
-		row->klen = PQgetlength(r, i, 3);
+		row->klen = PQgetlength(r, i, 4);
 		p->n++;
 	}
 	PQclear(r);
@@ -1826,8 +1940,6 @@ static int pg_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
 		to = c->to ? strdup(c->to) : NULL;
 		after = c->after;
 		err = from && (to || !c->to) ? 0 : -ENOMEM;
-		if (err == 0 && !to)
-			err = feed_snap_locked(ps, &to, &head);
 	} else { /* a position we no longer hold: start over from now */
 		err = feed_snap_locked(ps, &to, &head);
 	}
@@ -1841,9 +1953,15 @@ static int pg_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
 	if (err == 0 && !done && !(p = calloc(1, sizeof(*p))))
 		err = -ENOMEM;
 	while (err == 0 && !done && !fp.stop) {
+		char *snap = NULL;
+
 		pthread_mutex_lock(&ps->feed_lock);
-		err = feed_page_locked(ps, from, to, after, p);
+		err = feed_page_locked(ps, from, to, after, p, &snap, &head);
 		pthread_mutex_unlock(&ps->feed_lock);
+		if (!to)
+			to = snap; /* the first page took the pass's target */
+		else
+			free(snap);
 		if (err)
 			break;
 		if (p->pruned) { /* rows we may not have seen are gone */
@@ -2052,6 +2170,20 @@ static void pg_close(struct store *st)
 
 static const struct store_ops pg_ops;
 
+/* The writer's condition variable, timed on CLOCK_MONOTONIC. */
+static int wake_init(pthread_cond_t *c)
+{
+	pthread_condattr_t a;
+	int rc;
+
+	if (pthread_condattr_init(&a))
+		return -1;
+	rc = pthread_condattr_setclock(&a, CLOCK_MONOTONIC) ||
+	     pthread_cond_init(c, &a);
+	pthread_condattr_destroy(&a);
+	return rc;
+}
+
 /* A random origin id for this store's writer. */
 static void make_origin(struct pg_store *ps)
 {
@@ -2097,8 +2229,7 @@ int store__pg_open(const char *conninfo, const struct store_options *opts,
 		free(ps);
 		return -ENOMEM;
 	}
-	if (pthread_mutex_init(&ps->lock, NULL) ||
-	    pthread_cond_init(&ps->wake, NULL) ||
+	if (pthread_mutex_init(&ps->lock, NULL) || wake_init(&ps->wake) ||
 	    pthread_mutex_init(&ps->pool_lock, NULL) ||
 	    pthread_cond_init(&ps->pool_free, NULL) ||
 	    pthread_mutex_init(&ps->feed_lock, NULL)) {
@@ -2118,6 +2249,15 @@ int store__pg_open(const char *conninfo, const struct store_options *opts,
 	}
 	ps->readers[0].c = c;
 	ps->readers[0].ever = true;
+	{
+		PGresult *r = NULL;
+
+		if (conn_setup(ps, c, CONN_READER, &r)) {
+			err = fail(ps, &ps->readers[0], r, "connect", NULL,
+				   NULL, 0);
+			goto out;
+		}
+	}
 	err = schema_upgrade(ps, c);
 	if (err)
 		goto out;

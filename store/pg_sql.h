@@ -151,6 +151,7 @@ enum {
 	PQ_PRUNE,
 	/* the feed (LISTEN) connection */
 	PQ_SNAP,
+	PQ_FIRST,
 	PQ_PAGE,
 	PQ_NSTMT
 };
@@ -218,15 +219,35 @@ static const struct pg_stmt pg_stmts[PQ_NSTMT] = {
 		     "(pg_notification_queue_usage() * 1000000)::bigint",
 		     0},
 	/*
-	 * One page of a pass from snapshot $2 (xmin $1) to snapshot $3: the
-	 * log rows of transactions that $3 sees and $2 did not, after seq
-	 * $4. The first column says whether rows were pruned that $2 may
-	 * not have seen; the LEFT JOIN gives it a row when no log row
-	 * qualifies (seq NULL). $5: our origin.
+	 * The first page of a pass from snapshot $2 (xmin $1), with the
+	 * pass's target S taken by this very statement (its snapshot): the
+	 * log rows of transactions S sees and $2 did not, in seq order. One
+	 * round trip. Columns (PQ_PAGE's too): S, whether rows were pruned
+	 * that $2 may not have seen, then seq, region, key, ours (origin =
+	 * $3), then the log's head and the NOTIFY queue's use. The LEFT JOIN
+	 * gives a row when no log row qualifies (seq NULL).
+	 */
+	[PQ_FIRST] = {"rfs_first",
+		      "SELECT s.snap::text, h.pruned_upto >= $1::xid8, c.seq, "
+		      "c.region, c.key, c.origin IS NOT DISTINCT FROM $3, "
+		      "coalesce((SELECT max(seq) FROM regionfs.changes), 0), "
+		      "(pg_notification_queue_usage() * 1000000)::bigint "
+		      "FROM (SELECT pg_current_snapshot() AS snap) s "
+		      "CROSS JOIN regionfs.log_horizon h LEFT JOIN LATERAL ("
+		      "SELECT seq, region, key, origin FROM regionfs.changes "
+		      "WHERE xid >= $1::xid8 "
+		      "AND NOT pg_visible_in_snapshot(xid, $2::pg_snapshot) "
+		      "AND pg_visible_in_snapshot(xid, s.snap) "
+		      "ORDER BY seq LIMIT 1000) c ON true ORDER BY c.seq",
+		      3},
+	/*
+	 * A further page of the pass from $2 (xmin $1) to $3 (fixed: the
+	 * rows it sees are committed and stay), after seq $4; $5 our origin.
 	 */
 	[PQ_PAGE] = {"rfs_page",
-		     "SELECT h.pruned_upto >= $1::xid8, c.seq, c.region, "
-		     "c.key, c.origin IS NOT DISTINCT FROM $5 "
+		     "SELECT $3::text, h.pruned_upto >= $1::xid8, c.seq, "
+		     "c.region, c.key, c.origin IS NOT DISTINCT FROM $5, "
+		     "0::bigint, (-1)::bigint "
 		     "FROM regionfs.log_horizon h LEFT JOIN LATERAL ("
 		     "SELECT seq, region, key, origin FROM regionfs.changes "
 		     "WHERE xid >= $1::xid8 AND seq > $4 "

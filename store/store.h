@@ -206,10 +206,18 @@ int store_region_usage(struct store *st, const char *region, uint64_t *nkeys,
  * with a growing sequence number. store_changes() passes to fn each change
  * after *cursor that did NOT come from this store's own writer (those are
  * already handled by the write path), then advances *cursor. A cursor
- * starts at store_changes_head(). Cheap when nothing changed (it checks
- * PRAGMA data_version first). If the feed was pruned past *cursor (the
- * daemon was too slow), fn is called once with key NULL for every region
- * ("invalidate everything"), region NULL too.
+ * starts at store_changes_head(). Cheap when nothing changed (SQLite
+ * checks PRAGMA data_version first; PostgreSQL compares snapshots). If
+ * the feed was pruned past *cursor (the daemon was too slow), fn is
+ * called once with key NULL for every region ("invalidate everything"),
+ * region NULL too.
+ *
+ * PostgreSQL: the cursor is a token for a snapshot-safe position the
+ * store keeps (pg.c): a change that commits late with a lower sequence
+ * number is still delivered. A token the store no longer holds (or
+ * never gave) is treated like a pruned feed: fn(NULL) once, then the
+ * cursor starts over from the present. Changes of a TRUNCATE are one
+ * fn(NULL) call.
  */
 typedef int (*store_change_fn)(void *ctx, const char *region, const void *key,
 			       size_t klen);

@@ -11,7 +11,10 @@
 #     commits AFTER one with a higher number has been applied is still
 #     seen (the snapshot-safe feed cursor; a "seq > last" cursor skips it);
 #   - psql TRUNCATE empties every mount's view;
-#   - a server restart under the mounts: writes and invalidations resume.
+#   - a server restart under the mounts: writes and invalidations resume;
+#   - a mount frozen with SIGSTOP holds back no writer and catches up;
+#   - every mount's connections killed by the server: all converge again;
+#   - -o store=SOURCE, and a password in SOURCE never shown.
 #
 # No timed assertion: every "is seen" waits for the value in a polling
 # loop with a generous deadline (CONS_FEED_BOUND_MS scaled up), and
@@ -142,6 +145,28 @@ echo again >"$C/k2" || rfs_fail "write through c after the restart"
 wait_value "$A/k2" again "after restart c -> a"
 rfs_ok "after a server restart, writes and invalidations resume"
 
+# a mount frozen (SIGSTOP) does not hold back writers elsewhere (bounded
+# coherence: nobody waits for it), and catches up when it wakes
+kill -STOP "${RFS_PIDS[b]}" || rfs_fail "SIGSTOP b"
+for i in $(seq 1 20); do
+	echo "frozen$i" >"$A/k2" || { kill -CONT "${RFS_PIDS[b]}"; rfs_fail "write $i on a while b is frozen"; }
+done
+wait_value "$C/k2" frozen20 "a -> c while b is frozen"
+kill -CONT "${RFS_PIDS[b]}" || rfs_fail "SIGCONT b"
+wait_value "$B/k2" frozen20 "b after it woke"
+rfs_ok "20 writes on a while b was frozen; b shows the last when it wakes"
+
+# every regionfs connection killed on the server side (the LISTEN ones
+# included): the mounts reconnect, and a psql write is still seen by all
+rfs_pg_psql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'regionfs'" >/dev/null ||
+	rfs_fail "terminate the mounts' connections"
+rfs_pg_psql "UPDATE regionfs.kv SET value = convert_to('killed' || chr(10), 'UTF8') WHERE region = 'r' AND key = 'k2'" ||
+	rfs_fail "psql update after the kill"
+for m in "$A" "$B" "$C"; do
+	wait_value "$m/k2" killed "after the connections were killed -> $m"
+done
+rfs_ok "connections killed by the server: every mount reconnects and converges"
+
 for m in a b c; do
 	rfs_stat got "$RFS_TMP/$m/.regionfs/stats" store_doorbells_received
 	rfs_stat sent "$RFS_TMP/$m/.regionfs/stats" store_doorbells_sent
@@ -163,7 +188,7 @@ until rfs_is_mounted "$RFS_TMP/d"; do
 	[ $(( $(now_ms) - t0 )) -lt "$deadline_ms" ] || rfs_fail "-o store= mount did not appear"
 	sleep 0.05
 done
-[ "$(cat "$RFS_TMP/d/r/k2")" = again ] || rfs_fail "-o store= mount reads '$(cat "$RFS_TMP/d/r/k2")'"
+[ "$(cat "$RFS_TMP/d/r/k2")" = killed ] || rfs_fail "-o store= mount reads '$(cat "$RFS_TMP/d/r/k2")'"
 ! grep -q s3cret /proc/self/mountinfo "$RFS_TMP/d/.regionfs/config" "$RFS_TMP/d.log" ||
 	rfs_fail "the password shows in mountinfo, the config file or the log"
 grep -q 'password=\*\*\*' /proc/self/mountinfo || rfs_fail "fsname without password=***"

@@ -539,6 +539,30 @@ static void test_op_fails_alone(void **state)
 }
 
 /*
+ * Terminates every connection of the stores (application_name regionfs)
+ * and waits until their backends are gone, so each has closed its socket
+ * (the stores see a dead idle connection, not one dying mid-batch).
+ */
+static void kill_store_conns(PGconn *out)
+{
+	PGresult *r;
+	int i, left = 1;
+
+	sql_ok(out, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+		    "WHERE application_name = 'regionfs' "
+		    "AND pid <> pg_backend_pid()");
+	for (i = 0; i < 1000 && left; i++) {
+		r = PQexec(out, "SELECT count(*) FROM pg_stat_activity "
+				"WHERE application_name = 'regionfs'");
+		left = atoi(PQgetvalue(r, 0, 0));
+		PQclear(r);
+		if (left)
+			usleep(10000);
+	}
+	assert_int_equal(left, 0);
+}
+
+/*
  * A lost connection is opened again; a read-only server (here: the
  * database set read-only, as a standby would be) gives EROFS.
  */
@@ -549,9 +573,7 @@ static void test_reconnect_and_erofs(void **state)
 	void *data;
 
 	assert_int_equal(store_put(f->st, "r", "k", 1, "v", 1, 0, NULL), 0);
-	sql_ok(f->out, "SELECT pg_terminate_backend(pid) FROM "
-		       "pg_stat_activity WHERE application_name = 'regionfs' "
-		       "AND pid <> pg_backend_pid()");
+	kill_store_conns(f->out);
 	/* the writer's dead connection is noticed at BEGIN, before anything
 	 * was sent: the batch runs again on a new one */
 	assert_int_equal(store_put(f->st, "r", "k", 1, "w", 1, 0, NULL), 0);
@@ -564,18 +586,14 @@ static void test_reconnect_and_erofs(void **state)
 	assert_int_equal(s.errs[STORE_ERR_IO], 0);
 	sql_ok(f->out, "ALTER DATABASE rfs SET default_transaction_read_only "
 		       "= on");
-	sql_ok(f->out, "SELECT pg_terminate_backend(pid) FROM "
-		       "pg_stat_activity WHERE application_name = 'regionfs' "
-		       "AND pid <> pg_backend_pid()");
+	kill_store_conns(f->out);
 	assert_int_equal(store_put(f->st, "r", "k", 1, "x", 1, 0, NULL),
 			 -EROFS);
 	store_stats(f->st, &s);
 	assert_true(s.errs[STORE_ERR_READONLY] >= 1);
 	sql_ok(f->out,
 	       "ALTER DATABASE rfs RESET default_transaction_read_only");
-	sql_ok(f->out, "SELECT pg_terminate_backend(pid) FROM "
-		       "pg_stat_activity WHERE application_name = 'regionfs' "
-		       "AND pid <> pg_backend_pid()");
+	kill_store_conns(f->out);
 	assert_int_equal(store_put(f->st, "r", "k", 1, "y", 1, 0, NULL), 0);
 }
 
