@@ -82,6 +82,11 @@ static pthread_rwlock_t name_locks[NAME_LOCKS] = {
 		PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP,
 };
 
+/* Kernel entries handed out per stripe (fs.h, struct rfs_entry_mark). */
+static struct {
+	_Alignas(64) atomic_uint_fast64_t n;
+} handed[NAME_LOCKS];
+
 /* ---- name locks ---------------------------------------------------------- */
 
 static unsigned stripe_of(const char *region, const void *key, size_t klen)
@@ -105,6 +110,46 @@ void rfs_names_lock(struct rfs_names *l, const char *region, const void *key,
 	l->n = 1;
 	l->s[0] = stripe_of(region, key, klen);
 	stripe_lock(l->s[0], excl);
+}
+
+void rfs_names_handed(const char *region, const void *key, size_t klen)
+{
+	atomic_fetch_add(&handed[stripe_of(region, key, klen)].n, 1);
+}
+
+void rfs_names_handed_all(void)
+{
+	unsigned s;
+
+	for (s = 0; s < NAME_LOCKS; s++)
+		atomic_fetch_add(&handed[s].n, 1);
+}
+
+void rfs_names_mark(const char *region, const void *key, size_t klen,
+		    struct rfs_entry_mark *m)
+{
+	m->valid = true;
+	m->stripe = stripe_of(region, key, klen);
+	m->seq = atomic_load(&handed[m->stripe].n);
+}
+
+/*
+ * May a commit to the name skip the invalidation of the kernel's entry?
+ * Only with a mark of this very stripe whose count has not moved: no
+ * LOOKUP, READDIRPLUS or rename has given the kernel an entry for any
+ * name of the stripe since the kernel's entry for this one was a
+ * writer's or none. (A LOOKUP counts before it reads the row; one
+ * counted before the mark made its entry under the directory's lock,
+ * which the mark's invalidation waited for, or revalidated an entry that
+ * existed before: either way that invalidation dropped it.)
+ */
+static bool entry_clean(const char *region, const void *key, size_t klen,
+			const struct rfs_entry_mark *m)
+{
+	unsigned s = stripe_of(region, key, klen);
+
+	return m && m->valid && m->stripe == s &&
+	       atomic_load(&handed[s].n) == m->seq;
 }
 
 /* Both names exclusively, in stripe order (one lock if they share it). */
@@ -238,20 +283,29 @@ static int put_locked(struct rfs_region *rr, const char *region,
 
 /* ---- the operations ------------------------------------------------------- */
 
-/* put_locked() in the region of id's name, resolved once. */
+/*
+ * put_locked() in the region of id's name, resolved once. The kernel's
+ * entry is invalidated unless the mark shows it cannot be stale, checked
+ * after the store has the new row: a LOOKUP counts itself before it reads
+ * the row, so one that read the old row has moved the count by then.
+ */
 static int put_id(const struct rfs_ident *id, const void *data, size_t len,
-		  unsigned flags)
+		  unsigned flags, const struct rfs_entry_mark *mark)
 {
 	struct rfs_region *rr = write_begin(id->region);
 	int rc = put_locked(rr, id->region, id->key, id->klen, data, len, flags,
-			    true);
+			    false);
 
+	if (rc == 0 && entry_clean(id->region, id->key, id->klen, mark))
+		rfs_inode_changed(id->region, id->key, id->klen);
+	else if (rc == 0)
+		changed(id->region, id->key, id->klen);
 	write_end(rr);
 	return rc;
 }
 
 int rfs_commit_handle(fuse_ino_t ino, const void *data, size_t len,
-		      unsigned flags)
+		      unsigned flags, const struct rfs_entry_mark *mark)
 {
 	char esc[RFS_ESC_LEN];
 	struct rfs_names l;
@@ -265,7 +319,7 @@ int rfs_commit_handle(fuse_ino_t ino, const void *data, size_t len,
 		rfs_log(RFS_LOG_DEBUG, "%s/%s: unlinked while open, not stored",
 			id.region, rfs_escape(id.key, id.klen, esc));
 	else
-		rc = put_id(&id, data, len, flags);
+		rc = put_id(&id, data, len, flags, mark);
 	rfs_names_unlock(&l);
 	return rc;
 }
@@ -455,6 +509,9 @@ int rfs_commit_rename(const char *region, const void *from, size_t flen,
 	if (!rc)
 		rc = rename_store(region, from, flen, to, tlen);
 	if (!rc) {
+		/* the kernel moves its entries: marks of both names expire */
+		rfs_names_handed(region, from, flen);
+		rfs_names_handed(region, to, tlen);
 		rfs_inode_renamed(region, from, flen, to, tlen,
 				  replaced ? &last : NULL);
 		/*

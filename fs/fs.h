@@ -565,6 +565,22 @@ struct rfs_inode_probe {
 /* Fills *p; -ENOENT (and only the table's fields) for an unknown ino. */
 int rfs_inode__probe(fuse_ino_t ino, struct rfs_inode_probe *p);
 
+/*
+ * Kernel entries handed out for names: LOOKUP and READDIRPLUS replies
+ * that make the kernel cache a name as an inode with a row's attributes
+ * (not a writer's) or as missing, and renames, count on the name's
+ * stripe. A mark taken when the kernel's entry for a name is known to be
+ * a writer's or none (a CREATE's reply; a write open whose invalidation
+ * the reply waits for) proves, while the stripe's count has not moved,
+ * that the kernel still holds no entry a commit could make stale, so the
+ * commit need not invalidate it (commit.c).
+ */
+struct rfs_entry_mark {
+	bool valid;
+	unsigned stripe;
+	uint64_t seq;
+};
+
 /* ---- handle.c ------------------------------------------------------------ */
 
 enum rfs_hkind {
@@ -601,6 +617,7 @@ struct rfs_whandle {
 	int broken;		       /* L: mu; -EFBIG: nothing is stored */
 	uint64_t created_version;      /* immutable: the empty row create()
 					* committed (0: not created here) */
+	struct rfs_entry_mark mark;    /* immutable after open (fs.h) */
 	bool committed;		       /* L: mu; a commit of ours held */
 	atomic_bool dirty;	       /* changed since the last commit */
 	atomic_size_t len;	       /* buf->len, for getattr */
@@ -799,13 +816,23 @@ void rfs_names_unlock(struct rfs_names *l);
 int rfs_names_lock_ino(struct rfs_names *l, fuse_ino_t ino, bool excl,
 		       struct rfs_ident *id);
 
+/* Counts an entry handed out for the name (before its row is read). */
+void rfs_names_handed(const char *region, const void *key, size_t klen);
+/* Every stripe's count (READDIRPLUS: names not known before listing). */
+void rfs_names_handed_all(void);
+/* A mark of the name now. */
+void rfs_names_mark(const char *region, const void *key, size_t klen,
+		    struct rfs_entry_mark *m);
+
 /*
  * A write handle's commit of data to the name its inode ino has now: E1,
  * store_put, E2. 0 without storing anything if the inode is gone
- * (unlinked or replaced while open). flags: STORE_*. 0 or -errno.
+ * (unlinked or replaced while open). flags: STORE_*. mark (may be NULL):
+ * the handle's, see above; with it, the kernel's entry is invalidated
+ * only if needed. 0 or -errno.
  */
 int rfs_commit_handle(fuse_ino_t ino, const void *data, size_t len,
-		      unsigned flags);
+		      unsigned flags, const struct rfs_entry_mark *mark);
 /*
  * create(): makes sure the key exists, committing an empty value if it
  * does not (*created), -EEXIST with O_EXCL in oflags if it does; then the

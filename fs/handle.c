@@ -573,15 +573,21 @@ static int whandle_fill(struct rfs_whandle *w, const char *key, size_t klen,
  * (kinval.c); the next path walk gets the inode of the committed row.
  * The OPEN's reply waits for that (ops.c); a CREATE never converts.
  */
-static void drop_entry(fuse_ino_t ino)
+static void drop_entry(fuse_ino_t ino, struct rfs_entry_mark *mark)
 {
 	struct rfs_ident id;
 
-	if (rfs_inode_ident(ino, &id) == 0 && id.kind == RFS_I_KEY && !id.gone)
-		rfs_kinval_key(id.region, id.key, id.klen);
+	if (rfs_inode_ident(ino, &id) != 0 || id.kind != RFS_I_KEY || id.gone)
+		return;
+	/* before the invalidation is queued: see struct rfs_entry_mark */
+	if (mark)
+		rfs_names_mark(id.region, id.key, id.klen, mark);
+	rfs_kinval_key(id.region, id.key, id.klen);
 }
 
-static int enter_writer(fuse_ino_t ino, pid_t pid, bool readable)
+/* mark (may be NULL): set if the kernel's entry is dropped (drop_entry()) */
+static int enter_writer(fuse_ino_t ino, pid_t pid, bool readable,
+			struct rfs_entry_mark *mark)
 {
 	struct rfs_wopen wo;
 	int rc;
@@ -594,7 +600,7 @@ static int enter_writer(fuse_ino_t ino, pid_t pid, bool readable)
 			(unsigned long long)ino);
 	if (rc || wo.inval == RFS_INVAL_NONE)
 		return rc;
-	drop_entry(ino);
+	drop_entry(ino, mark);
 	if (wo.inval == RFS_INVAL_ATTR)
 		fuse_lowlevel_notify_inval_inode(rfs.se, ino, -1, 0);
 	else if (fuse_lowlevel_notify_inval_inode(rfs.se, ino, 0, 0) == 0)
@@ -604,7 +610,7 @@ static int enter_writer(fuse_ino_t ino, pid_t pid, bool readable)
 
 int rfs_truncate_enter(fuse_ino_t ino, pid_t pid)
 {
-	int rc = enter_writer(ino, pid, false);
+	int rc = enter_writer(ino, pid, false, NULL);
 
 	if (!rc)
 		rfs_inode_close_write(ino, false);
@@ -662,8 +668,12 @@ int rfs_whandle_open(struct rfs_region *rr, fuse_ino_t ino, pid_t pid,
 	struct rfs_whandle *w;
 	int rc;
 
+	struct rfs_entry_mark mark = {.valid = false};
+
 	*out = NULL;
-	rc = enter_writer(ino, pid, readable);
+	if (locked) /* create(): the CREATE's reply makes the entry, a writer's */
+		rfs_names_mark(rr->cfg.name, key, klen, &mark);
+	rc = enter_writer(ino, pid, readable, &mark);
 	if (rc)
 		return rc;
 	h = rfs_handle_new(RFS_H_WRITE);
@@ -679,6 +689,7 @@ int rfs_whandle_open(struct rfs_region *rr, fuse_ino_t ino, pid_t pid,
 	atomic_fetch_add(&rr->refs, 1);
 	w->rr = rr;
 	w->ino = ino; /* from here on its release uncounts it */
+	w->mark = mark;
 	rc = whandle_attach(h, key, klen, flags, created, locked);
 	if (rc) {
 		rfs_handle_free(h);
@@ -703,7 +714,7 @@ static int commit_buf(struct rfs_whandle *w, const struct rfs_wbuf *b,
 
 	if (durable || w->rr->cfg.durable)
 		flags |= STORE_DURABLE;
-	return rfs_commit_handle(w->ino, b->data, b->len, flags);
+	return rfs_commit_handle(w->ino, b->data, b->len, flags, &w->mark);
 }
 
 void rfs_whandle_release(struct rfs_handle *h)

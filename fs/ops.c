@@ -432,6 +432,7 @@ static int lookup_key(pid_t pid, const char *region, const char *name,
 	/* an unlink between the stat and the inode would leave an inode
 	 * that is not gone for a key that is (commit.c) */
 	rfs_names_lock(&l, region, name, len, false);
+	rfs_names_handed(region, name, len); /* before the row is read */
 	rc = key_meta(region, name, len, &m);
 	if (!rc)
 		rc = rfs_inode_lookup_key(region, name, len, &m, pid, false,
@@ -1410,6 +1411,8 @@ static int readdir_region(fuse_req_t req, fuse_ino_t ino, struct rfs_dhandle *d,
 		c.skip = off - 2;
 		c.next_off = 3;
 	}
+	if (plus)
+		rfs_names_handed_all(); /* entries to come, before the rows */
 	rc = store_list(rfs.st, d->region, after, alen,
 			c.skip + size / DIRENT_MIN + 2, list_cb, &c);
 	if (rc < 0 && c.pos == 0)
