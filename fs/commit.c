@@ -347,6 +347,10 @@ int rfs_commit_create(const char *region, const char *key, size_t klen,
 	if (!rc)
 		rc = rfs_inode_lookup_key(region, key, klen, NULL, pid, true,
 					  ino, cls);
+	if (rc && *created) { /* no inode (ENOMEM): the create fails */
+		rfs_commit_create_undo(region, key, klen);
+		*created = false;
+	}
 	if (rc)
 		rfs_names_unlock(l);
 	return rc;
@@ -443,10 +447,36 @@ int rfs_commit_delete_created(const char *region, const void *key, size_t klen,
 			"%s/%s: created, but no write to it was committed: "
 			"removed again",
 			region, rfs_escape(key, klen, esc));
+	} else if (rc != -ENOENT) {
+		rfs_log(RFS_LOG_WARNING,
+			"%s/%s: created, but no write to it was committed, "
+			"and removing the empty key failed too: %s",
+			region, rfs_escape(key, klen, esc), strerror(-rc));
 	}
 out:
 	rfs_names_unlock(&l);
 	return rc;
+}
+
+void rfs_commit_create_undo(const char *region, const char *key, size_t klen)
+{
+	char esc[RFS_ESC_LEN];
+	struct store_meta last;
+	int rc;
+
+	/* the name stayed locked since the create: the row is still ours */
+	rc = store_stat(rfs.st, region, key, klen, &last);
+	if (rc == 0 && last.size != 0)
+		return;
+	if (rc == 0)
+		rc = delete_store(region, key, klen, &last.version);
+	if (rc == 0)
+		rfs_inode_unlinked(region, key, klen, &last);
+	if (rc && rc != -ENOENT)
+		rfs_log(RFS_LOG_WARNING,
+			"%s/%s: its create failed, and removing the empty key "
+			"it made failed too: %s",
+			region, rfs_escape(key, klen, esc), strerror(-rc));
 }
 
 int rfs_commit_delete(const char *region, const void *key, size_t klen)

@@ -16,7 +16,7 @@
  * budget on every region (expired entries and the excess left by a
  * shrink; the sweep resumes where it stopped), store_changes_prune() every
  * minute (feed rows older than FEED_MAX_AGE_MS; the only place that
- * prunes), and a pending reload. It also ends the session on
+ * prunes; with it malloc_trim()), and a pending reload. It also ends the session on
  * SIGTERM/SIGINT (see handle_exit()). The change feed itself is read by
  * its own thread (feed.c), so its delay bound does not depend on this
  * work; rfs_bg_start()/rfs_bg_stop() start and stop both threads. The
@@ -32,6 +32,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -358,6 +361,17 @@ static int bg_work(uint64_t *next_tick, uint64_t *next_prune,
 			rfs_log(RFS_LOG_WARNING, "pruning the change feed: %s",
 				strerror(-rc));
 		*next_prune = now + PRUNE_EVERY_MS;
+#ifdef __GLIBC__
+		/*
+		 * Every thread has its own malloc arena (each FUSE worker
+		 * allocates values and its SQLite read connection's pages,
+		 * which SQLite drops whenever another connection wrote);
+		 * the free pages inside the arenas are returned only here.
+		 * Measured (tests/soak): without it RSS kept creeping by
+		 * 1-4 MiB in 15 minutes while the memory in use stayed flat.
+		 */
+		malloc_trim(0);
+#endif
 	}
 	timeout = (int)(*next_tick - now);
 	if (*reload_at && (int)(*reload_at - now) < timeout)

@@ -761,8 +761,10 @@ struct rfs_wbuf *rfs_whandle_snapshot(struct rfs_handle *h);
 void rfs_wbuf_unref(struct rfs_wbuf *b);
 /*
  * Commits the buffer if it changed since the last commit. durable adds
- * STORE_DURABLE. 0 or -errno; on error the buffer stays dirty, so a later
- * flush retries.
+ * STORE_DURABLE. 0 or -errno; on error what was written so far is dropped
+ * (not dirty any more: the RELEASE does not commit it after the close()
+ * that reported the error) and later calls return the error again until
+ * a new write makes the buffer dirty.
  */
 int rfs_whandle_commit(struct rfs_handle *h, bool durable);
 
@@ -860,6 +862,13 @@ int rfs_commit_delete(const char *region, const void *key, size_t klen);
  */
 int rfs_commit_delete_created(const char *region, const void *key, size_t klen,
 			      uint64_t version);
+/*
+ * create()'s open failed after rfs_commit_create() committed the empty
+ * value: removes that row again (the open(O_CREAT) failed, so no file may
+ * stay behind), with the name's lock still held from rfs_commit_create().
+ * A failure is logged: the empty key then stays.
+ */
+void rfs_commit_create_undo(const char *region, const char *key, size_t klen);
 /*
  * rename within region: E1, store_rename, E2 on both names, then the
  * inodes of to become gone and those of from move to to. noreplace:

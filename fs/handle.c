@@ -22,7 +22,8 @@
  * Write handles hold a private buffer (DESIGN.md "The write path"): a copy
  * of the value at open, or empty with O_TRUNC. write() and ftruncate()
  * edit it; flush (close), fsync and, failing those, release commit it
- * whole through the write protocol of commit.c (E1, store_put, E2, under
+ * whole (a commit that failed drops what it had to store: its close()
+ * said so, and no later call stores it after all) through the write protocol of commit.c (E1, store_put, E2, under
  * the lock of the name the inode has then), and reply.
  *
  * The buffer is copy-on-write (struct rfs_wbuf, reference counted): a
@@ -519,9 +520,10 @@ static int whandle_fill(struct rfs_whandle *w, const char *key, size_t klen,
 		/* create() has just committed the empty value (under the
 		 * name's lock, which open still holds): its version lets a
 		 * release whose commits all failed remove it again */
-		if (store_stat(rfs.st, w->rr->cfg.name, key, klen, &meta) ==
-			    0 &&
-		    meta.size == 0)
+		rc = store_stat(rfs.st, w->rr->cfg.name, key, klen, &meta);
+		if (rc) /* the open fails, and create() removes the row */
+			return rc;
+		if (meta.size == 0)
 			w->created_version = meta.version;
 		w->buf = wbuf_new(0);
 		return w->buf ? 0 : -ENOMEM;
@@ -717,9 +719,16 @@ static int commit_buf(struct rfs_whandle *w, const struct rfs_wbuf *b,
 	return rfs_commit_handle(w->ino, b->data, b->len, flags, &w->mark);
 }
 
-void rfs_whandle_release(struct rfs_handle *h)
+/*
+ * A key this handle's create() made and that no commit of it filled, now
+ * that a commit failed (or the handle broke): removed again, so that the
+ * open(O_CREAT) whose close() failed leaves no empty key. Called at the
+ * failed flush, before close() returns (a reader must not find the key
+ * between the close() and the RELEASE), and again at the RELEASE (a
+ * no-op then).
+ */
+static void drop_created(struct rfs_whandle *w)
 {
-	struct rfs_whandle *w = &h->u.w;
 	struct rfs_ident id;
 	bool failed;
 
@@ -732,6 +741,11 @@ void rfs_whandle_release(struct rfs_handle *h)
 					  w->created_version);
 }
 
+void rfs_whandle_release(struct rfs_handle *h)
+{
+	drop_created(&h->u.w);
+}
+
 int rfs_whandle_commit(struct rfs_handle *h, bool durable)
 {
 	struct rfs_whandle *w = &h->u.w;
@@ -742,8 +756,10 @@ int rfs_whandle_commit(struct rfs_handle *h, bool durable)
 	pthread_mutex_lock(&w->mu);
 	wait_commit_locked(w);
 	if (w->broken || !atomic_load(&w->dirty)) {
-		rc = w->broken;
+		rc = w->broken ? w->broken : w->last_err;
 		pthread_mutex_unlock(&w->mu);
+		if (rc)
+			drop_created(w);
 		return rc;
 	}
 	b = w->buf;
@@ -758,10 +774,21 @@ int rfs_whandle_commit(struct rfs_handle *h, bool durable)
 	w->committing = false;
 	w->last_err = rc;
 	w->committed |= rc == 0;
-	if (!rc && atomic_load(&w->mod_seq) == seq)
+	/*
+	 * Failed: what was written up to now is dropped, not kept for a
+	 * retry. The close() that gets the error is the writer's only
+	 * answer; a later commit of the same bytes (the RELEASE after that
+	 * close, another descriptor's close) would store a value whose
+	 * close() failed, perhaps over a value another writer committed
+	 * meanwhile. Later flushes without new writes return the error
+	 * again; new writes make the whole buffer dirty again.
+	 */
+	if (atomic_load(&w->mod_seq) == seq)
 		atomic_store(&w->dirty, false);
 	pthread_cond_broadcast(&w->cond);
 	pthread_mutex_unlock(&w->mu);
 	rfs_wbuf_unref(b);
+	if (rc)
+		drop_created(w);
 	return rc;
 }

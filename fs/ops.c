@@ -976,6 +976,8 @@ static int do_create(pid_t pid, fuse_ino_t parent, const char *name,
 	id.klen = len;
 	/* the name stays locked: no unlink between the create and the open */
 	rc = open_key(pid, *ino, &id, flags, created, true, h);
+	if (rc && created) /* the open(O_CREAT) fails: no empty key stays */
+		rfs_commit_create_undo(id.region, name, len);
 	rfs_names_unlock(&l);
 	if (rc)
 		rfs_inode_forget(*ino, 1);
@@ -1125,9 +1127,12 @@ static void rfs_ll_release(fuse_req_t req, fuse_ino_t ino,
 
 	(void)ino;
 	/*
-	 * Never flushed, or the flush failed: last chance, and nobody to
-	 * tell but the log (commit.c logs a store error). A broken
-	 * (EFBIG) handle was refused on purpose.
+	 * Changed since the last flush (never flushed; written through a
+	 * shared mapping after the close): last chance, and nobody to tell
+	 * but the log (commit.c logs a store error). Data whose flush
+	 * failed is not dirty any more: its close() reported the error, and
+	 * committing it now would store it after all. A broken (EFBIG)
+	 * handle was refused on purpose.
 	 */
 	if (h && h->kind == RFS_H_WRITE && atomic_load(&h->u.w.dirty))
 		rfs_whandle_commit(h, false);
