@@ -112,9 +112,17 @@ void rfs_names_lock(struct rfs_names *l, const char *region, const void *key,
 	stripe_lock(l->s[0], excl);
 }
 
-void rfs_names_handed(const char *region, const void *key, size_t klen)
+void rfs_names_handed(const char *region, const void *key, size_t klen,
+		      struct rfs_entry_mark *m)
 {
-	atomic_fetch_add(&handed[stripe_of(region, key, klen)].n, 1);
+	unsigned s = stripe_of(region, key, klen);
+	uint64_t seq = atomic_fetch_add(&handed[s].n, 1) + 1;
+
+	if (m) {
+		m->valid = true;
+		m->stripe = s;
+		m->seq = seq;
+	}
 }
 
 void rfs_names_handed_all(void)
@@ -284,6 +292,21 @@ static int put_locked(struct rfs_region *rr, const char *region,
 /* ---- the operations ------------------------------------------------------- */
 
 /*
+ * The name has a new row of ours: changed(), but the kernel's entry is
+ * invalidated only if the mark cannot show that it is not stale (checked
+ * after the store has the row: a LOOKUP counts itself before it reads
+ * the row, so one that read the old row has moved the count by then).
+ */
+static void notify_unless_clean(const char *region, const void *key,
+				size_t klen, const struct rfs_entry_mark *mark)
+{
+	if (entry_clean(region, key, klen, mark))
+		rfs_inode_changed(region, key, klen);
+	else
+		changed(region, key, klen);
+}
+
+/*
  * put_locked() in the region of id's name, resolved once. The kernel's
  * entry is invalidated unless the mark shows it cannot be stale, checked
  * after the store has the new row: a LOOKUP counts itself before it reads
@@ -296,10 +319,8 @@ static int put_id(const struct rfs_ident *id, const void *data, size_t len,
 	int rc = put_locked(rr, id->region, id->key, id->klen, data, len, flags,
 			    false);
 
-	if (rc == 0 && entry_clean(id->region, id->key, id->klen, mark))
-		rfs_inode_changed(id->region, id->key, id->klen);
-	else if (rc == 0)
-		changed(id->region, id->key, id->klen);
+	if (rc == 0)
+		notify_unless_clean(id->region, id->key, id->klen, mark);
 	write_end(rr);
 	return rc;
 }
@@ -382,7 +403,8 @@ static int load_resized(const struct rfs_ident *id, off_t size, void **data,
 	return 0;
 }
 
-int rfs_commit_truncate(fuse_ino_t ino, off_t size)
+int rfs_commit_truncate(fuse_ino_t ino, off_t size,
+			const struct rfs_entry_mark *mark)
 {
 	struct rfs_region *rr;
 	struct rfs_names l;
@@ -400,7 +422,9 @@ int rfs_commit_truncate(fuse_ino_t ino, off_t size)
 		rc = load_resized(&id, size, &data, &same);
 	if (!rc && !same)
 		rc = put_locked(rr, id.region, id.key, id.klen, data, size,
-				region_flags(rr), true);
+				region_flags(rr), false);
+	if (!rc && !same)
+		notify_unless_clean(id.region, id.key, id.klen, mark);
 	write_end(rr);
 	rfs_names_unlock(&l);
 	free(data);
@@ -425,7 +449,8 @@ static int delete_store(const char *region, const void *key, size_t klen,
 }
 
 int rfs_commit_delete_created(const char *region, const void *key, size_t klen,
-			      uint64_t version)
+			      uint64_t version,
+			      const struct rfs_entry_mark *mark)
 {
 	char esc[RFS_ESC_LEN];
 	struct store_meta last;
@@ -441,8 +466,9 @@ int rfs_commit_delete_created(const char *region, const void *key, size_t klen,
 	rc = delete_store(region, key, klen, &version);
 	if (rc == 0) {
 		rfs_inode_unlinked(region, key, klen, &last);
-		/* nobody told the kernel: the entry names the writer's inode */
-		rfs_kinval_key(region, key, klen);
+		/* the kernel's entry names the writer's inode, or older */
+		if (!entry_clean(region, key, klen, mark))
+			rfs_kinval_key(region, key, klen);
 		rfs_log(RFS_LOG_NOTICE,
 			"%s/%s: created, but no write to it was committed: "
 			"removed again",
@@ -540,17 +566,10 @@ int rfs_commit_rename(const char *region, const void *from, size_t flen,
 		rc = rename_store(region, from, flen, to, tlen);
 	if (!rc) {
 		/* the kernel moves its entries: marks of both names expire */
-		rfs_names_handed(region, from, flen);
-		rfs_names_handed(region, to, tlen);
+		rfs_names_handed(region, from, flen, NULL);
+		rfs_names_handed(region, to, tlen, NULL);
 		rfs_inode_renamed(region, from, flen, to, tlen,
 				  replaced ? &last : NULL);
-		/*
-		 * The kernel moves the entry itself, but the row got a new
-		 * mtime and version (the store's rename), which the moved
-		 * inode does not show: the name is looked up again once the
-		 * rename's reply has released the directory.
-		 */
-		changed(region, to, tlen);
 		rfs_count(RFS_C_RENAMES, 1);
 	} else if (rc != -ENOENT && rc != -EEXIST) {
 		rfs_log(RFS_LOG_ERR, "rename %s/%s -> %s: %s", region,

@@ -591,17 +591,25 @@ static void drop_entry(fuse_ino_t ino, struct rfs_entry_mark *mark)
 static int enter_writer(fuse_ino_t ino, pid_t pid, bool readable,
 			struct rfs_entry_mark *mark)
 {
+	struct rfs_ident id;
 	struct rfs_wopen wo;
 	int rc;
 
-	rc = rfs_inode_open_write(ino, pid, readable, &wo);
+	rc = rfs_inode_ident(ino, &id);
+	if (!rc && id.kind == RFS_I_KEY && id.cls != RFS_K_WRITE)
+		return rfs_inode_refuse_write(ino, pid);
+	if (!rc)
+		rc = rfs_inode_open_write(ino, pid, readable, &wo);
 	if (rc == -ESTALE)
 		rfs_log(RFS_LOG_DEBUG,
 			"open for writing: inode %llu has "
 			"page-cache readers: ESTALE, the kernel retries",
 			(unsigned long long)ino);
+	if (!rc && mark && !mark->valid)
+		rfs_inode_get_mark(ino, mark);
 	if (rc || wo.inval == RFS_INVAL_NONE)
 		return rc;
+	/* a LOOKUP promoted it meanwhile: converted, as before the scheme */
 	drop_entry(ino, mark);
 	if (wo.inval == RFS_INVAL_ATTR)
 		fuse_lowlevel_notify_inval_inode(rfs.se, ino, -1, 0);
@@ -610,9 +618,12 @@ static int enter_writer(fuse_ino_t ino, pid_t pid, bool readable,
 	return 0;
 }
 
-int rfs_truncate_enter(fuse_ino_t ino, pid_t pid)
+int rfs_truncate_enter(fuse_ino_t ino, pid_t pid, struct rfs_entry_mark *mark)
 {
-	int rc = enter_writer(ino, pid, false, NULL);
+	int rc;
+
+	mark->valid = false;
+	rc = enter_writer(ino, pid, false, mark);
 
 	if (!rc)
 		rfs_inode_close_write(ino, false);
@@ -738,7 +749,7 @@ static void drop_created(struct rfs_whandle *w)
 	pthread_mutex_unlock(&w->mu);
 	if (failed && rfs_inode_ident(w->ino, &id) == 0 && !id.gone)
 		rfs_commit_delete_created(id.region, id.key, id.klen,
-					  w->created_version);
+					  w->created_version, &w->mark);
 }
 
 void rfs_whandle_release(struct rfs_handle *h)

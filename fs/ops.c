@@ -407,22 +407,48 @@ static int lookup_region_node(enum rfs_ikind kind, const char *region,
 }
 
 /*
+ * The entry of key inode ino for row m (cls: its class). A writer's inode
+ * has live attributes, as getattr has them, and is asked for every time;
+ * so is any entry of a name a writer is on, so that its commit finds no
+ * long-lived entry to invalidate (commit.c, struct rfs_entry_mark).
+ */
+static void key_entry(const char *region, const char *name, size_t len,
+		      fuse_ino_t ino, enum rfs_kclass cls, struct store_meta *m,
+		      struct fuse_entry_param *e)
+{
+	double timeout = KEY_TIMEOUT, entry_timeout;
+	struct rfs_ident id;
+	struct rfs_perms p;
+	struct stat st;
+
+	if (cls == RFS_K_WRITE) {
+		timeout = 0;
+		if (rfs_inode_ident(ino, &id) == 0 && id.pending)
+			m->size = id.pending_size;
+	}
+	entry_timeout = timeout;
+	if (timeout && rfs_inode_writing(region, name, len))
+		entry_timeout = 0;
+	rfs_region_perms(region, &p);
+	key_attr(&st, ino, m, 1, &p);
+	fill_entry(e, &st, timeout, entry_timeout);
+}
+
+/*
  * A key: the inode for the row the store has now, as key_meta() knows it
  * (inode.c), so a changed key is a new inode. The entry is cached for
- * KEY_TIMEOUT (a writer's inode: not at all), a missing key as a negative
- * entry; kinval.c drops them when the name changes.
+ * KEY_TIMEOUT (see key_entry()), a missing key as a negative entry;
+ * kinval.c drops them when the name changes in ways the kernel does not
+ * see.
  */
 static int lookup_key(pid_t pid, const char *region, const char *name,
 		      struct fuse_entry_param *e)
 {
+	struct rfs_entry_mark mark;
 	struct store_meta m;
-	struct rfs_ident id;
-	struct rfs_perms p;
 	struct rfs_names l;
 	enum rfs_kclass cls;
 	fuse_ino_t ino;
-	struct stat st;
-	double timeout = KEY_TIMEOUT;
 	size_t len;
 	int rc;
 
@@ -432,11 +458,13 @@ static int lookup_key(pid_t pid, const char *region, const char *name,
 	/* an unlink between the stat and the inode would leave an inode
 	 * that is not gone for a key that is (commit.c) */
 	rfs_names_lock(&l, region, name, len, false);
-	rfs_names_handed(region, name, len); /* before the row is read */
+	rfs_names_handed(region, name, len, &mark); /* before the row is read */
 	rc = key_meta(region, name, len, &m);
 	if (!rc)
 		rc = rfs_inode_lookup_key(region, name, len, &m, pid, false,
 					  &ino, &cls);
+	if (!rc && cls == RFS_K_WRITE)
+		rfs_inode_set_mark(ino, &mark); /* a refused writer's retry */
 	rfs_names_unlock(&l);
 	if (rc == -ENOENT) {
 		/* a negative entry: whoever creates the key tells the kernel */
@@ -444,19 +472,9 @@ static int lookup_key(pid_t pid, const char *region, const char *name,
 		e->entry_timeout = KEY_TIMEOUT;
 		return 0;
 	}
-	if (rc)
-		return rc;
-	if (cls == RFS_K_WRITE) {
-		/* a writer's inode: live attributes, as getattr has them */
-		timeout = 0;
-		if (rfs_inode_ident(ino, &id) == 0 && id.pending)
-			m.size = id.pending_size;
-	}
-	rfs_region_perms(region, &p);
-	key_attr(&st, ino, &m, 1, &p);
-	/* a writer's entry is asked for every time, as before the scheme */
-	fill_entry(e, &st, timeout, timeout);
-	return 0;
+	if (!rc)
+		key_entry(region, name, len, ino, cls, &m, e);
+	return rc;
 }
 
 static int lookup_vdir(const char *name, struct fuse_entry_param *e)
@@ -611,6 +629,7 @@ static int setattr_size(pid_t pid, fuse_ino_t ino, off_t size,
 			struct fuse_file_info *fi)
 {
 	struct rfs_handle *h = fi ? (struct rfs_handle *)fi->fh : NULL;
+	struct rfs_entry_mark mark;
 	int rc;
 
 	if (h && h->kind == RFS_H_WRITE)
@@ -621,9 +640,9 @@ static int setattr_size(pid_t pid, fuse_ino_t ino, off_t size,
 	 * it open, and the kernel's retry gets a writer's inode), so the
 	 * reply, and the caller's next stat, show the new size.
 	 */
-	rc = rfs_truncate_enter(ino, pid);
+	rc = rfs_truncate_enter(ino, pid, &mark);
 	if (!rc)
-		rc = rfs_commit_truncate(ino, size);
+		rc = rfs_commit_truncate(ino, size, &mark);
 	return rc;
 }
 
@@ -1318,12 +1337,10 @@ static bool add_key_plus(struct list_ctx *c, const char *name, size_t klen,
 			 const struct store_meta *meta, off_t next)
 {
 	struct fuse_entry_param e;
-	struct rfs_perms p;
+	struct store_meta m;
 	struct rfs_names l;
 	enum rfs_kclass cls;
 	fuse_ino_t ino;
-	struct stat st;
-	double timeout = KEY_TIMEOUT;
 	size_t n;
 	int rc;
 
@@ -1334,12 +1351,9 @@ static bool add_key_plus(struct list_ctx *c, const char *name, size_t klen,
 	if (rc) /* no memory: an entry without attributes */
 		return add_dent(c->req, c->buf, c->size, &c->pos, name,
 				RFS_UNKNOWN_INO, S_IFREG, next, true);
-	if (cls == RFS_K_WRITE)
-		timeout = 0; /* live attributes, as lookup_key() */
-	rfs_region_perms(c->d->region, &p);
+	m = *meta;
 	memset(&e, 0, sizeof(e));
-	key_attr(&st, ino, meta, 1, &p);
-	fill_entry(&e, &st, timeout, timeout);
+	key_entry(c->d->region, name, klen, ino, cls, &m, &e);
 	n = fuse_add_direntry_plus(c->req, c->buf + c->pos, c->size - c->pos,
 				   name, &e, next);
 	if (n > c->size - c->pos) {

@@ -250,7 +250,8 @@ static void got_entry(void)
 	if (rep_error() || rep_len < sizeof(struct fuse_out_header) + sizeof(e))
 		return;
 	memcpy(&e, rep + sizeof(struct fuse_out_header), sizeof(e));
-	assert(e.nodeid != 0);
+	if (e.nodeid == 0)
+		return; /* a negative entry: the kernel caches "no such key" */
 	node_add(e.nodeid, e.attr.mode);
 }
 
