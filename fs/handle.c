@@ -36,9 +36,10 @@
  * be stored after a newer one. Concurrent writers on different handles of
  * one key: the last commit wins, as DESIGN.md says.
  *
- * A write handle's open makes its inode a writer's (inode.c; ESTALE when
- * page-cache readers have it open, and the kernel retries on another
- * inode) and is counted there until its release, as is a read handle's.
+ * A write handle opens only a writer's inode: any other gets ESTALE, and
+ * the kernel retries on a writer's inode (inode.c's markers; kinval.c has
+ * why a writer must not work through a long-lived kernel entry). The
+ * handle is counted there until its release, as is a read handle's.
  * An inode that an unlink or a rename made gone between the kernel's
  * LOOKUP and the OPEN gets ESTALE too (whandle_attach()).
  *
@@ -554,21 +555,6 @@ static int whandle_fill(struct rfs_whandle *w, const char *key, size_t klen,
 }
 
 /*
- * Makes ino a writer's inode and counts the handle (inode.c): ESTALE if
- * page-cache readers have it open. What the kernel may hold of it with a
- * long timeout is invalidated before the reply: its attributes, so that
- * the writer's fstat() and lseek(SEEK_END) ask getattr, which reports the
- * pending size; and its pages when no handle that can read has it open,
- * so that it can later serve the committed row from an empty page cache
- * (inode.c, "promotion"). Sent from the OPEN handler: attributes are a
- * counter and a timestamp under the kernel inode's spinlock; pages are
- * locked only by page I/O, which needs an open file that can read, and
- * none is open (the kernel sends RELEASE after its file's page I/O; a
- * reader that opens meanwhile is counted, and in the single-threaded
- * loop cannot even open until we reply). So it cannot deadlock with the
- * OPEN the kernel is waiting for (fuse_reverse_inval_inode).
- */
-/*
  * ino (a key) just became a writer's: its attributes are live now (the
  * writer's fstat shows its pending size), but the kernel's entry for the
  * name still names it, so everybody's stat would. The entry goes
@@ -587,7 +573,25 @@ static void drop_entry(fuse_ino_t ino, struct rfs_entry_mark *mark)
 	rfs_kinval_key(id.region, id.key, id.klen);
 }
 
-/* mark (may be NULL): set if the kernel's entry is dropped (drop_entry()) */
+/*
+ * Counts a write handle on ino, which must be a writer's inode: any other
+ * gets ESTALE (and a marker, so that the kernel's retry gets one); mark
+ * (may be NULL, or already set by create()) gets the writer's inode's
+ * entry mark. Should a LOOKUP have promoted the inode in between, it is
+ * made a writer's again here (inode.c: ESTALE if page-cache readers have
+ * it open), and what the kernel may hold of it with a
+ * long timeout is invalidated before the reply: its attributes, so that
+ * the writer's fstat() and lseek(SEEK_END) ask getattr, which reports the
+ * pending size; and its pages when no handle that can read has it open,
+ * so that it can later serve the committed row from an empty page cache
+ * (inode.c, "promotion"). Sent from the OPEN handler: attributes are a
+ * counter and a timestamp under the kernel inode's spinlock; pages are
+ * locked only by page I/O, which needs an open file that can read, and
+ * none is open (the kernel sends RELEASE after its file's page I/O; a
+ * reader that opens meanwhile is counted, and in the single-threaded
+ * loop cannot even open until we reply). So it cannot deadlock with the
+ * OPEN the kernel is waiting for (fuse_reverse_inval_inode).
+ */
 static int enter_writer(fuse_ino_t ino, pid_t pid, bool readable,
 			struct rfs_entry_mark *mark)
 {
@@ -597,7 +601,7 @@ static int enter_writer(fuse_ino_t ino, pid_t pid, bool readable,
 
 	rc = rfs_inode_ident(ino, &id);
 	if (!rc && id.kind == RFS_I_KEY && id.cls != RFS_K_WRITE)
-		return rfs_inode_refuse_write(ino, pid);
+		rc = rfs_inode_refuse_write(ino, pid);
 	if (!rc)
 		rc = rfs_inode_open_write(ino, pid, readable, &wo);
 	if (rc == -ESTALE)

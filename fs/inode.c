@@ -1227,6 +1227,8 @@ int rfs_inode_refuse_write(fuse_ino_t ino, pid_t pid)
 	table_unlock();
 	if (!n)
 		return -ENOENT;
+	if (marker_find(pid, region, key, klen, false))
+		return 0; /* the kernel's retry still reached it: convert */
 	marker_add(pid, region, key, klen);
 	return -ESTALE;
 }

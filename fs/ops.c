@@ -23,18 +23,21 @@
  * invalidation at all:
  *  - Key entries, and negative entries (a missing key), are cached for
  *    KEY_TIMEOUT, so a warm open is one OPEN and a stat none. What a name
- *    means changes only with a new row, and every new row the kernel did
- *    not make itself (a commit of a write handle, truncate(2), an outside
- *    change through the feed, a rename's new mtime, a failed create's
- *    removal) has the name's entry invalidated by kinval.c's thread;
- *    close() and a write open that converts an inode reply only after the
- *    kernel has dropped it (kinval.c has why that cannot deadlock, and why
- *    truncate(2) and fsync do not wait). unlink, rename and create
- *    through the mount update the kernel's entries themselves. The next
- *    path walk is a LOOKUP, which finds the current row. An inode whose
- *    row is no longer its name's (a commit made it not current) serves an
- *    open through an entry not yet dropped the current value with direct
- *    I/O, never its own pages (inode.c).
+ *    means changes only with a new row. unlink, rename and create through
+ *    the mount update the kernel's entries themselves. A writer never
+ *    works through a long-lived entry: a write open or truncate(2) of an
+ *    inode that is not a writer's gets ESTALE, and the kernel's retry
+ *    (LOOKUP_REVAL) a writer's inode, whose entry is not cached; while a
+ *    writer is on a name, LOOKUP and READDIRPLUS hand out entries that
+ *    are not cached either (key_entry()). So a commit of ours finds no
+ *    long-lived entry of the name, unless a LOOKUP raced with the
+ *    writer's open, which the entry mark catches (commit.c): then, and
+ *    for outside changes, kinval.c's thread invalidates the entry, and
+ *    close() replies after that (kinval.c has why own writes avoid
+ *    notifications: a daemon killed while one waits hangs the mount). An
+ *    inode whose row is no longer its name's (a commit made it not
+ *    current) serves an open through an entry not yet dropped the
+ *    current value with direct I/O, never its own pages (inode.c).
  *  - An RFS_K_PAGE inode's attributes are its row's, for KEY_TIMEOUT (a
  *    day), and a read-only open gets keep_cache without direct_io, but
  *    only if it is served the very value the inode's page cache holds
@@ -48,11 +51,14 @@
  *  - Writes keep the old protocol (direct_io, FLUSH commits with E1,
  *    store_put, E2) on an inode of their own: a writer's open changes the
  *    kernel inode's size and pages under every other opener (O_TRUNC
- *    truncates them, a write past the end grows the size), so it makes
- *    the inode RFS_K_WRITE (live attributes, timeout 0) only while no
- *    page-cache reader has it open, and invalidates what the kernel held
- *    of it; with readers it fails with ESTALE, the kernel walks the path
- *    again (LOOKUP_REVAL) and gets a writer's inode (inode.c). When the
+ *    truncates them, a write past the end grows the size), so a write
+ *    open of an inode that is not RFS_K_WRITE fails with ESTALE, the
+ *    kernel walks the path again (LOOKUP_REVAL) and gets a writer's inode
+ *    (inode.c's markers; live attributes, timeout 0). (inode.c can still
+ *    turn an inode without page-cache readers into a writer's, and then
+ *    invalidates what the kernel held of it; the daemon only gets there
+ *    when a LOOKUP promoted a writer's inode between the ESTALE's retry
+ *    and its OPEN.) When the
  *    writer is gone, its inode, whose page cache is provably empty,
  *    becomes the page-cache inode of the row at the next LOOKUP, so a read
  *    after a write needs no second LOOKUP to replace the kernel's dentry.
@@ -995,12 +1001,30 @@ static int do_create(pid_t pid, fuse_ino_t parent, const char *name,
 	id.klen = len;
 	/* the name stays locked: no unlink between the create and the open */
 	rc = open_key(pid, *ino, &id, flags, created, true, h);
-	if (rc && created) /* the open(O_CREAT) fails: no empty key stays */
+	if (rc && created) { /* the open(O_CREAT) fails: no empty key stays */
 		rfs_commit_create_undo(id.region, name, len);
+		/* if that failed too, the kernel's negative entry is wrong */
+		rfs_kinval_key(id.region, name, len);
+	}
 	rfs_names_unlock(&l);
 	if (rc)
 		rfs_inode_forget(*ino, 1);
 	return rc;
+}
+
+/*
+ * A create whose reply the kernel does not take: the key may exist now
+ * (committed empty) while the kernel keeps its negative entry, which must
+ * go (kinval.c; sent once the CREATE has released the directory).
+ */
+static void create_lost(fuse_ino_t ino, struct rfs_handle *h)
+{
+	struct rfs_ident id;
+
+	if (rfs_inode_ident(ino, &id) == 0 && id.kind == RFS_I_KEY)
+		rfs_kinval_key(id.region, id.key, id.klen);
+	rfs_handle_free(h);
+	rfs_inode_forget(ino, 1);
 }
 
 static void rfs_ll_create(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -1021,10 +1045,8 @@ static void rfs_ll_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		       &ino, &h);
 	if (!rc) {
 		rc = do_getattr(ino, &e.attr, &timeout);
-		if (rc) {
-			rfs_handle_free(h);
-			rfs_inode_forget(ino, 1);
-		}
+		if (rc)
+			create_lost(ino, h);
 	}
 	if (rc) {
 		reply_err(req, rc);
@@ -1032,10 +1054,8 @@ static void rfs_ll_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	e.ino = ino;
 	set_open_flags(fi, h);
-	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
-		rfs_handle_free(h);
-		rfs_inode_forget(ino, 1);
-	}
+	if (fuse_reply_create(req, &e, fi) == -ENOENT)
+		create_lost(ino, h); /* interrupted */
 }
 
 /* ---- read / write / flush / release -------------------------------------- */
