@@ -82,6 +82,11 @@ static pthread_rwlock_t name_locks[NAME_LOCKS] = {
 		PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP,
 };
 
+/* Kernel entries handed out per stripe (fs.h, struct rfs_entry_mark). */
+static struct {
+	_Alignas(64) atomic_uint_fast64_t n;
+} handed[NAME_LOCKS];
+
 /* ---- name locks ---------------------------------------------------------- */
 
 static unsigned stripe_of(const char *region, const void *key, size_t klen)
@@ -105,6 +110,54 @@ void rfs_names_lock(struct rfs_names *l, const char *region, const void *key,
 	l->n = 1;
 	l->s[0] = stripe_of(region, key, klen);
 	stripe_lock(l->s[0], excl);
+}
+
+void rfs_names_handed(const char *region, const void *key, size_t klen,
+		      struct rfs_entry_mark *m)
+{
+	unsigned s = stripe_of(region, key, klen);
+	uint64_t seq = atomic_fetch_add(&handed[s].n, 1) + 1;
+
+	if (m) {
+		m->valid = true;
+		m->stripe = s;
+		m->seq = seq;
+	}
+}
+
+void rfs_names_handed_all(void)
+{
+	unsigned s;
+
+	for (s = 0; s < NAME_LOCKS; s++)
+		atomic_fetch_add(&handed[s].n, 1);
+}
+
+void rfs_names_mark(const char *region, const void *key, size_t klen,
+		    struct rfs_entry_mark *m)
+{
+	m->valid = true;
+	m->stripe = stripe_of(region, key, klen);
+	m->seq = atomic_load(&handed[m->stripe].n);
+}
+
+/*
+ * May a commit to the name skip the invalidation of the kernel's entry?
+ * Only with a mark of this very stripe whose count has not moved: no
+ * LOOKUP, READDIRPLUS or rename has given the kernel an entry for any
+ * name of the stripe since the kernel's entry for this one was a
+ * writer's or none. (A LOOKUP counts before it reads the row; one
+ * counted before the mark made its entry under the directory's lock,
+ * which the mark's invalidation waited for, or revalidated an entry that
+ * existed before: either way that invalidation dropped it.)
+ */
+static bool entry_clean(const char *region, const void *key, size_t klen,
+			const struct rfs_entry_mark *m)
+{
+	unsigned s = stripe_of(region, key, klen);
+
+	return m && m->valid && m->stripe == s &&
+	       atomic_load(&handed[s].n) == m->seq;
 }
 
 /* Both names exclusively, in stripe order (one lock if they share it). */
@@ -238,20 +291,42 @@ static int put_locked(struct rfs_region *rr, const char *region,
 
 /* ---- the operations ------------------------------------------------------- */
 
-/* put_locked() in the region of id's name, resolved once. */
+/*
+ * The name has a new row of ours: changed(), but the kernel's entry is
+ * invalidated only if the mark cannot show that it is not stale (checked
+ * after the store has the row: a LOOKUP counts itself before it reads
+ * the row, so one that read the old row has moved the count by then).
+ */
+static void notify_unless_clean(const char *region, const void *key,
+				size_t klen, const struct rfs_entry_mark *mark)
+{
+	if (entry_clean(region, key, klen, mark))
+		rfs_inode_changed(region, key, klen);
+	else
+		changed(region, key, klen);
+}
+
+/*
+ * put_locked() in the region of id's name, resolved once. The kernel's
+ * entry is invalidated unless the mark shows it cannot be stale, checked
+ * after the store has the new row: a LOOKUP counts itself before it reads
+ * the row, so one that read the old row has moved the count by then.
+ */
 static int put_id(const struct rfs_ident *id, const void *data, size_t len,
-		  unsigned flags)
+		  unsigned flags, const struct rfs_entry_mark *mark)
 {
 	struct rfs_region *rr = write_begin(id->region);
 	int rc = put_locked(rr, id->region, id->key, id->klen, data, len, flags,
-			    true);
+			    false);
 
+	if (rc == 0)
+		notify_unless_clean(id->region, id->key, id->klen, mark);
 	write_end(rr);
 	return rc;
 }
 
 int rfs_commit_handle(fuse_ino_t ino, const void *data, size_t len,
-		      unsigned flags)
+		      unsigned flags, const struct rfs_entry_mark *mark)
 {
 	char esc[RFS_ESC_LEN];
 	struct rfs_names l;
@@ -265,7 +340,7 @@ int rfs_commit_handle(fuse_ino_t ino, const void *data, size_t len,
 		rfs_log(RFS_LOG_DEBUG, "%s/%s: unlinked while open, not stored",
 			id.region, rfs_escape(id.key, id.klen, esc));
 	else
-		rc = put_id(&id, data, len, flags);
+		rc = put_id(&id, data, len, flags, mark);
 	rfs_names_unlock(&l);
 	return rc;
 }
@@ -328,7 +403,8 @@ static int load_resized(const struct rfs_ident *id, off_t size, void **data,
 	return 0;
 }
 
-int rfs_commit_truncate(fuse_ino_t ino, off_t size)
+int rfs_commit_truncate(fuse_ino_t ino, off_t size,
+			const struct rfs_entry_mark *mark)
 {
 	struct rfs_region *rr;
 	struct rfs_names l;
@@ -346,7 +422,9 @@ int rfs_commit_truncate(fuse_ino_t ino, off_t size)
 		rc = load_resized(&id, size, &data, &same);
 	if (!rc && !same)
 		rc = put_locked(rr, id.region, id.key, id.klen, data, size,
-				region_flags(rr), true);
+				region_flags(rr), false);
+	if (!rc && !same)
+		notify_unless_clean(id.region, id.key, id.klen, mark);
 	write_end(rr);
 	rfs_names_unlock(&l);
 	free(data);
@@ -371,7 +449,8 @@ static int delete_store(const char *region, const void *key, size_t klen,
 }
 
 int rfs_commit_delete_created(const char *region, const void *key, size_t klen,
-			      uint64_t version)
+			      uint64_t version,
+			      const struct rfs_entry_mark *mark)
 {
 	char esc[RFS_ESC_LEN];
 	struct store_meta last;
@@ -387,8 +466,9 @@ int rfs_commit_delete_created(const char *region, const void *key, size_t klen,
 	rc = delete_store(region, key, klen, &version);
 	if (rc == 0) {
 		rfs_inode_unlinked(region, key, klen, &last);
-		/* nobody told the kernel: the entry names the writer's inode */
-		rfs_kinval_key(region, key, klen);
+		/* the kernel's entry names the writer's inode, or older */
+		if (!entry_clean(region, key, klen, mark))
+			rfs_kinval_key(region, key, klen);
 		rfs_log(RFS_LOG_NOTICE,
 			"%s/%s: created, but no write to it was committed: "
 			"removed again",
@@ -485,15 +565,11 @@ int rfs_commit_rename(const char *region, const void *from, size_t flen,
 	if (!rc)
 		rc = rename_store(region, from, flen, to, tlen);
 	if (!rc) {
+		/* the kernel moves its entries: marks of both names expire */
+		rfs_names_handed(region, from, flen, NULL);
+		rfs_names_handed(region, to, tlen, NULL);
 		rfs_inode_renamed(region, from, flen, to, tlen,
 				  replaced ? &last : NULL);
-		/*
-		 * The kernel moves the entry itself, but the row got a new
-		 * mtime and version (the store's rename), which the moved
-		 * inode does not show: the name is looked up again once the
-		 * rename's reply has released the directory.
-		 */
-		changed(region, to, tlen);
 		rfs_count(RFS_C_RENAMES, 1);
 	} else if (rc != -ENOENT && rc != -EEXIST) {
 		rfs_log(RFS_LOG_ERR, "rename %s/%s -> %s: %s", region,

@@ -130,8 +130,9 @@
  * writer can replace a row without changing its (size, mtime, version)
  * (DELETE and INSERT within one millisecond: version 1 both times), and
  * then only the feed knows. So every change applied is also passed to the
- * change listener (rfs_feed_listen(); the daemon sets rfs_inode_changed),
- * which makes the key's inode stop being the one LOOKUP returns. It is
+ * change listener (rfs_feed_listen(); the daemon's makes the key's inode
+ * stop being the one LOOKUP returns, and queues the invalidation of the
+ * kernel's cached entry for the name, kinval.c). It is
  * called after the cache is invalidated: a LOOKUP between the two still
  * gets the old inode, whose open reloads and finds a different value
  * (inode.c); a LOOKUP after both gets a new inode.

@@ -384,6 +384,22 @@ void rfs_counters_sum(struct rfs_counters *out);
 
 extern const struct fuse_lowlevel_ops rfs_ops;
 
+/*
+ * Kernel entries handed out for names: LOOKUP and READDIRPLUS replies
+ * that make the kernel cache a name as an inode with a row's attributes
+ * (not a writer's) or as missing, and renames, count on the name's
+ * stripe. A mark taken when the kernel's entry for a name is known to be
+ * a writer's or none (a CREATE's reply; a write open whose invalidation
+ * the reply waits for) proves, while the stripe's count has not moved,
+ * that the kernel still holds no entry a commit could make stale, so the
+ * commit need not invalidate it (commit.c).
+ */
+struct rfs_entry_mark {
+	bool valid;
+	unsigned stripe;
+	uint64_t seq;
+};
+
 /* ---- inode.c ------------------------------------------------------------- */
 
 /* Fixed inode numbers. Dynamic ones start at RFS_INO_DYNAMIC. */
@@ -549,6 +565,24 @@ int rfs_inode_attach(fuse_ino_t ino, struct rfs_handle *h);
 void rfs_inode_detach(fuse_ino_t ino, struct rfs_handle *h);
 /* Gauge: inodes the kernel holds. */
 uint64_t rfs_inode_count(void);
+/*
+ * A write open of a key inode that is not a writer's: remembers (pid,
+ * name) like a refused rfs_inode_open_write(), so that the kernel's retry
+ * (LOOKUP_REVAL) gets a writer's inode, and returns -ESTALE (-ENOENT for
+ * an unknown number). 0 if pid has such a marker already: the kernel
+ * retries only once, and its retry reached this inode anyway (another
+ * process's LOOKUP of the name, which the retry's joined, made it), so
+ * the caller makes it a writer's with rfs_inode_open_write().
+ */
+int rfs_inode_refuse_write(fuse_ino_t ino, pid_t pid);
+/*
+ * Is a writer on the name (an open write handle, or a refused writer's
+ * retry on its way)? LOOKUP then hands out no long-lived entry.
+ */
+bool rfs_inode_writing(const char *region, const void *key, size_t klen);
+/* The entry mark of a writer's inode (set by the LOOKUP that made it). */
+void rfs_inode_set_mark(fuse_ino_t ino, const struct rfs_entry_mark *m);
+void rfs_inode_get_mark(fuse_ino_t ino, struct rfs_entry_mark *m);
 
 /* Refused write opens remembered (inode.c, "markers"). */
 #define RFS_INODE_MARKERS 64
@@ -601,6 +635,7 @@ struct rfs_whandle {
 	int broken;		       /* L: mu; -EFBIG: nothing is stored */
 	uint64_t created_version;      /* immutable: the empty row create()
 					* committed (0: not created here) */
+	struct rfs_entry_mark mark;    /* immutable after open (fs.h) */
 	bool committed;		       /* L: mu; a commit of ours held */
 	atomic_bool dirty;	       /* changed since the last commit */
 	atomic_size_t len;	       /* buf->len, for getattr */
@@ -728,12 +763,12 @@ int rfs_whandle_open(struct rfs_region *rr, fuse_ino_t ino, pid_t pid,
 		     const char *key, size_t klen, int flags, bool created,
 		     bool locked, struct rfs_handle **out);
 /*
- * truncate(2) of a path resolved to key inode ino, by pid: the inode
- * becomes a writer's (live attributes) as for a write open, with no
- * handle left counted. -ESTALE when page-cache readers have it open (the
- * kernel retries on a writer's inode), -ENOENT if ino is unknown.
+ * truncate(2) of a path resolved to key inode ino, by pid: like a write
+ * open, with no handle left counted: -ESTALE unless ino is a writer's
+ * (the kernel retries on one), *mark its entry mark. -ENOENT if ino is
+ * unknown.
  */
-int rfs_truncate_enter(fuse_ino_t ino, pid_t pid);
+int rfs_truncate_enter(fuse_ino_t ino, pid_t pid, struct rfs_entry_mark *mark);
 /* write(): 0 with *written, -EFBIG, -ENOMEM. */
 int rfs_whandle_write(struct rfs_handle *h, const char *data, size_t size,
 		      off_t off);
@@ -802,12 +837,26 @@ int rfs_names_lock_ino(struct rfs_names *l, fuse_ino_t ino, bool excl,
 		       struct rfs_ident *id);
 
 /*
+ * Counts an entry handed out for the name (before its row is read); *m
+ * (may be NULL) gets the mark right after that count.
+ */
+void rfs_names_handed(const char *region, const void *key, size_t klen,
+		      struct rfs_entry_mark *m);
+/* Every stripe's count (READDIRPLUS: names not known before listing). */
+void rfs_names_handed_all(void);
+/* A mark of the name now. */
+void rfs_names_mark(const char *region, const void *key, size_t klen,
+		    struct rfs_entry_mark *m);
+
+/*
  * A write handle's commit of data to the name its inode ino has now: E1,
  * store_put, E2. 0 without storing anything if the inode is gone
- * (unlinked or replaced while open). flags: STORE_*. 0 or -errno.
+ * (unlinked or replaced while open). flags: STORE_*. mark (may be NULL):
+ * the handle's, see above; with it, the kernel's entry is invalidated
+ * only if needed. 0 or -errno.
  */
 int rfs_commit_handle(fuse_ino_t ino, const void *data, size_t len,
-		      unsigned flags);
+		      unsigned flags, const struct rfs_entry_mark *mark);
 /*
  * create(): makes sure the key exists, committing an empty value if it
  * does not (*created), -EEXIST with O_EXCL in oflags if it does; then the
@@ -825,7 +874,8 @@ int rfs_commit_create(const char *region, const char *key, size_t klen,
  * resized to size and committed. -EFBIG above the region's
  * max_value_size, -ENOENT if the key or the region is gone.
  */
-int rfs_commit_truncate(fuse_ino_t ino, off_t size);
+int rfs_commit_truncate(fuse_ino_t ino, off_t size,
+			const struct rfs_entry_mark *mark);
 /* unlink: E1, store_delete, E2, the name's inodes become gone. */
 int rfs_commit_delete(const char *region, const void *key, size_t klen);
 /*
@@ -834,7 +884,8 @@ int rfs_commit_delete(const char *region, const void *key, size_t klen);
  * store). -ENOENT if it changed or is gone.
  */
 int rfs_commit_delete_created(const char *region, const void *key, size_t klen,
-			      uint64_t version);
+			      uint64_t version,
+			      const struct rfs_entry_mark *mark);
 /*
  * create()'s open failed after rfs_commit_create() committed the empty
  * value: removes that row again (the open(O_CREAT) failed, so no file may

@@ -36,9 +36,10 @@
  * be stored after a newer one. Concurrent writers on different handles of
  * one key: the last commit wins, as DESIGN.md says.
  *
- * A write handle's open makes its inode a writer's (inode.c; ESTALE when
- * page-cache readers have it open, and the kernel retries on another
- * inode) and is counted there until its release, as is a read handle's.
+ * A write handle opens only a writer's inode: any other gets ESTALE, and
+ * the kernel retries on a writer's inode (inode.c's markers; kinval.c has
+ * why a writer must not work through a long-lived kernel entry). The
+ * handle is counted there until its release, as is a read handle's.
  * An inode that an unlink or a rename made gone between the kernel's
  * LOOKUP and the OPEN gets ESTALE too (whandle_attach()).
  *
@@ -554,8 +555,31 @@ static int whandle_fill(struct rfs_whandle *w, const char *key, size_t klen,
 }
 
 /*
- * Makes ino a writer's inode and counts the handle (inode.c): ESTALE if
- * page-cache readers have it open. What the kernel may hold of it with a
+ * ino (a key) just became a writer's: its attributes are live now (the
+ * writer's fstat shows its pending size), but the kernel's entry for the
+ * name still names it, so everybody's stat would. The entry goes
+ * (kinval.c); the next path walk gets the inode of the committed row.
+ * The OPEN's reply waits for that (ops.c); a CREATE never converts.
+ */
+static void drop_entry(fuse_ino_t ino, struct rfs_entry_mark *mark)
+{
+	struct rfs_ident id;
+
+	if (rfs_inode_ident(ino, &id) != 0 || id.kind != RFS_I_KEY || id.gone)
+		return;
+	/* before the invalidation is queued: see struct rfs_entry_mark */
+	if (mark)
+		rfs_names_mark(id.region, id.key, id.klen, mark);
+	rfs_kinval_key(id.region, id.key, id.klen);
+}
+
+/*
+ * Counts a write handle on ino, which must be a writer's inode: any other
+ * gets ESTALE (and a marker, so that the kernel's retry gets one); mark
+ * (may be NULL, or already set by create()) gets the writer's inode's
+ * entry mark. Should a LOOKUP have promoted the inode in between, it is
+ * made a writer's again here (inode.c: ESTALE if page-cache readers have
+ * it open), and what the kernel may hold of it with a
  * long timeout is invalidated before the reply: its attributes, so that
  * the writer's fstat() and lseek(SEEK_END) ask getattr, which reports the
  * pending size; and its pages when no handle that can read has it open,
@@ -568,35 +592,29 @@ static int whandle_fill(struct rfs_whandle *w, const char *key, size_t klen,
  * loop cannot even open until we reply). So it cannot deadlock with the
  * OPEN the kernel is waiting for (fuse_reverse_inval_inode).
  */
-/*
- * ino (a key) just became a writer's: its attributes are live now (the
- * writer's fstat shows its pending size), but the kernel's entry for the
- * name still names it, so everybody's stat would. The entry goes
- * (kinval.c); the next path walk gets the inode of the committed row.
- * The OPEN's reply waits for that (ops.c); a CREATE never converts.
- */
-static void drop_entry(fuse_ino_t ino)
+static int enter_writer(fuse_ino_t ino, pid_t pid, bool readable,
+			struct rfs_entry_mark *mark)
 {
 	struct rfs_ident id;
-
-	if (rfs_inode_ident(ino, &id) == 0 && id.kind == RFS_I_KEY && !id.gone)
-		rfs_kinval_key(id.region, id.key, id.klen);
-}
-
-static int enter_writer(fuse_ino_t ino, pid_t pid, bool readable)
-{
 	struct rfs_wopen wo;
 	int rc;
 
-	rc = rfs_inode_open_write(ino, pid, readable, &wo);
+	rc = rfs_inode_ident(ino, &id);
+	if (!rc && id.kind == RFS_I_KEY && id.cls != RFS_K_WRITE)
+		rc = rfs_inode_refuse_write(ino, pid);
+	if (!rc)
+		rc = rfs_inode_open_write(ino, pid, readable, &wo);
 	if (rc == -ESTALE)
 		rfs_log(RFS_LOG_DEBUG,
 			"open for writing: inode %llu has "
 			"page-cache readers: ESTALE, the kernel retries",
 			(unsigned long long)ino);
+	if (!rc && mark && !mark->valid)
+		rfs_inode_get_mark(ino, mark);
 	if (rc || wo.inval == RFS_INVAL_NONE)
 		return rc;
-	drop_entry(ino);
+	/* a LOOKUP promoted it meanwhile: converted, as before the scheme */
+	drop_entry(ino, mark);
 	if (wo.inval == RFS_INVAL_ATTR)
 		fuse_lowlevel_notify_inval_inode(rfs.se, ino, -1, 0);
 	else if (fuse_lowlevel_notify_inval_inode(rfs.se, ino, 0, 0) == 0)
@@ -604,9 +622,12 @@ static int enter_writer(fuse_ino_t ino, pid_t pid, bool readable)
 	return 0;
 }
 
-int rfs_truncate_enter(fuse_ino_t ino, pid_t pid)
+int rfs_truncate_enter(fuse_ino_t ino, pid_t pid, struct rfs_entry_mark *mark)
 {
-	int rc = enter_writer(ino, pid, false);
+	int rc;
+
+	mark->valid = false;
+	rc = enter_writer(ino, pid, false, mark);
 
 	if (!rc)
 		rfs_inode_close_write(ino, false);
@@ -664,8 +685,12 @@ int rfs_whandle_open(struct rfs_region *rr, fuse_ino_t ino, pid_t pid,
 	struct rfs_whandle *w;
 	int rc;
 
+	struct rfs_entry_mark mark = {.valid = false};
+
 	*out = NULL;
-	rc = enter_writer(ino, pid, readable);
+	if (locked) /* create(): the CREATE's reply makes the entry, a writer's */
+		rfs_names_mark(rr->cfg.name, key, klen, &mark);
+	rc = enter_writer(ino, pid, readable, &mark);
 	if (rc)
 		return rc;
 	h = rfs_handle_new(RFS_H_WRITE);
@@ -681,6 +706,7 @@ int rfs_whandle_open(struct rfs_region *rr, fuse_ino_t ino, pid_t pid,
 	atomic_fetch_add(&rr->refs, 1);
 	w->rr = rr;
 	w->ino = ino; /* from here on its release uncounts it */
+	w->mark = mark;
 	rc = whandle_attach(h, key, klen, flags, created, locked);
 	if (rc) {
 		rfs_handle_free(h);
@@ -705,7 +731,7 @@ static int commit_buf(struct rfs_whandle *w, const struct rfs_wbuf *b,
 
 	if (durable || w->rr->cfg.durable)
 		flags |= STORE_DURABLE;
-	return rfs_commit_handle(w->ino, b->data, b->len, flags);
+	return rfs_commit_handle(w->ino, b->data, b->len, flags, &w->mark);
 }
 
 /*
@@ -727,7 +753,7 @@ static void drop_created(struct rfs_whandle *w)
 	pthread_mutex_unlock(&w->mu);
 	if (failed && rfs_inode_ident(w->ino, &id) == 0 && !id.gone)
 		rfs_commit_delete_created(id.region, id.key, id.klen,
-					  w->created_version);
+					  w->created_version, &w->mark);
 }
 
 void rfs_whandle_release(struct rfs_handle *h)

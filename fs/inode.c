@@ -159,6 +159,7 @@ struct inode {
 	uint64_t anchor;	    /* N: serial of the value in its pages */
 	struct region_value *pval;  /* N: that value while preaders */
 	struct rfs_handle *writers; /* open write handles */
+	struct rfs_entry_mark mark; /* a writer's: of the LOOKUP that made it */
 	size_t rlen;		    /* region name length */
 	size_t klen;
 	char *name; /* region NUL key NUL, malloc()ed */
@@ -1207,6 +1208,95 @@ void rfs_inode_detach(fuse_ino_t ino, struct rfs_handle *h)
 		}
 		maybe_free_locked(n);
 	}
+	table_unlock();
+}
+
+int rfs_inode_refuse_write(fuse_ino_t ino, pid_t pid)
+{
+	char region[REGION_MAX_NAME + 1], key[REGION_MAX_KEY];
+	struct inode *n;
+	size_t klen = 0;
+
+	table_rdlock();
+	n = find_ino_locked(ino);
+	if (n) {
+		memcpy(region, n->name, n->rlen + 1);
+		memcpy(key, n->name + n->rlen + 1, n->klen);
+		klen = n->klen;
+	}
+	table_unlock();
+	if (!n)
+		return -ENOENT;
+	if (marker_find(pid, region, key, klen, false))
+		return 0; /* the kernel's retry still reached it: convert */
+	marker_add(pid, region, key, klen);
+	return -ESTALE;
+}
+
+/* A marker for the name, any pid's (marker_names() by name). */
+static bool marker_for(const char *region, const void *key, size_t klen)
+{
+	uint64_t h;
+	bool found = false;
+	unsigned i;
+
+	if (!atomic_load(&mk.used))
+		return false;
+	h = name_hash(RFS_I_KEY, region, key, klen);
+	pthread_mutex_lock(&mk.lock);
+	for (i = 0; i < MARKERS && !found; i++) {
+		const struct marker *m = &mk.m[i];
+
+		found = m->used && m->hash == h && m->klen == klen &&
+			strcmp(m->region, region) == 0 &&
+			memcmp(m->key, key, klen) == 0;
+	}
+	pthread_mutex_unlock(&mk.lock);
+	return found;
+}
+
+bool rfs_inode_writing(const char *region, const void *key, size_t klen)
+{
+	uint64_t h = name_hash(RFS_I_KEY, region, key, klen);
+	size_t rlen = strlen(region);
+	pthread_mutex_t *mu;
+	struct inode *n;
+	bool w = false;
+
+	if (marker_for(region, key, klen))
+		return true; /* a refused writer's retry is on its way */
+	table_rdlock();
+	for (n = *name_slot(h); n && !w; n = n->name_next) {
+		if (!node_is(n, h, RFS_I_KEY, region, rlen, key, klen) ||
+		    atomic_load(&n->cls) != RFS_K_WRITE)
+			continue;
+		mu = node_lock(n);
+		node_enter(mu);
+		w = n->wanted || n->nwriters || n->writers;
+		node_leave(mu);
+	}
+	table_unlock();
+	return w;
+}
+
+void rfs_inode_set_mark(fuse_ino_t ino, const struct rfs_entry_mark *m)
+{
+	struct inode *n;
+
+	table_wrlock();
+	n = find_ino_locked(ino);
+	if (n)
+		n->mark = *m;
+	table_unlock();
+}
+
+void rfs_inode_get_mark(fuse_ino_t ino, struct rfs_entry_mark *m)
+{
+	struct inode *n;
+
+	table_rdlock();
+	n = find_ino_locked(ino);
+	*m = n ? n->mark : (struct rfs_entry_mark){.valid = false};
 	table_unlock();
 }
 

@@ -4,44 +4,57 @@
  * Key entries (and negative entries: "no such key") are cached by the
  * kernel for KEY_TIMEOUT (ops.c), so a warm open of a key costs one OPEN
  * and a stat none. That is only correct if every change of what a name
- * means reaches the kernel: the dentry of a changed name is invalidated
- * (fuse_lowlevel_notify_inval_entry), the next path walk asks LOOKUP
- * again and gets the inode of the row the name has now (inode.c: one
- * immutable inode per row). Changes the kernel makes itself (unlink,
- * rename, create through this mount) need nothing here but a rename's
- * target (its row gets a new mtime and version in the store); every
- * other change is queued here:
- *  - a commit of a write handle, truncate(2) of a path, the removal of a
- *    key whose create failed (commit.c);
+ * means reaches the kernel before anyone can see the old meaning. Changes
+ * the kernel makes itself (unlink, rename, create through this mount)
+ * need nothing. Our own writes are arranged to need nothing either
+ * (below). What remains is queued here and sent as an entry invalidation
+ * (fuse_lowlevel_notify_inval_entry): the next path walk asks LOOKUP
+ * again and gets the inode of the row the name has now (inode.c):
  *  - an outside writer's change delivered by the change feed (daemon.c's
  *    feed listener): the key's entry, or for "every key" the region
  *    directory's entry, which drops every entry below it, negative ones
  *    included;
- *  - a reload that changes a region's permissions or removes it
- *    (daemon.c, which sends those itself from the background thread).
+ *  - a commit of ours (a write handle's, truncate(2), the removal of a key
+ *    whose create failed) when its entry mark does not prove that the
+ *    kernel holds no long-lived entry of the name (commit.c): a LOOKUP
+ *    that raced with the writer's open;
+ *  - a reload that changes a region's permissions or removes it is sent
+ *    by daemon.c itself from the background thread.
  *
- * Why a thread. The kernel serves an entry invalidation with the parent
- * directory's lock held (fuse_reverse_inval_entry(): inode_lock(parent)).
+ * Why own writes avoid notifications. The kernel serves an entry
+ * invalidation with the parent directory's lock held
+ * (fuse_reverse_inval_entry(): inode_lock(parent), uninterruptible).
  * Requests that hold that lock while they wait for our reply (LOOKUP,
- * CREATE, UNLINK, RENAME, READDIR in the same region) must still be
- * answered while a notification waits for it, and a request whose kernel
- * side holds a lock that such a request wants next (truncate(2) and
- * fsync hold the file's inode lock, which an unlink of the same name
- * takes after its directory's) must not wait for the notification at
- * all. So notifications are sent by this one thread, which holds no lock
- * of the daemon while it sends, and no request handler ever blocks on it:
- * close() (FLUSH) of a write handle hands its reply to this thread
- * instead (rfs_kinval_reply()), which sends it after every invalidation
- * queued before it. close() thus returns only after the kernel has
- * dropped the changed name (the README's guarantee for stat as well as
- * for reads), while the worker thread that ran the FLUSH is free at once
- * to serve the requests the notification may be waiting for; that holds
- * in the single-threaded loop too.
+ * CREATE, UNLINK, RENAME, READDIR in the same region) are answered while
+ * a notification waits, so normally it waits microseconds; but if the
+ * daemon is killed (SIGKILL, the OOM killer) while one waits, nobody
+ * answers those requests, the notifying thread never leaves the kernel,
+ * the device is never released and the mount hangs, with the killed
+ * daemon, until someone aborts the connection
+ * (/sys/fs/fuse/connections/N/abort). tests/fault/test_kill.sh hit that
+ * when every commit and rename sent one. So a writer never works through
+ * a long-lived entry: a write open (or truncate(2)) of an inode that is
+ * not a writer's gets ESTALE, the kernel looks the path up again
+ * (LOOKUP_REVAL) and gets a writer's inode with entry timeout 0, and
+ * while a writer is on a name no LOOKUP hands out a long-lived entry for
+ * it; the entry mark (fs.h) catches the LOOKUP that races with that.
+ * Notifications are then rare: outside changes and races.
  *
- * truncate(2), fsync and RELEASE reply without waiting: their commit is
- * queued and sent microseconds later; for truncate(2) the inode the path
- * resolved to becomes a writer's first (live attributes, ops.c), so the
- * caller's own stat sees the new size at once.
+ * Why a thread. A request whose kernel side holds a lock that a request
+ * holding the directory's lock wants next (truncate(2) and fsync hold the
+ * file's inode lock, which an unlink of the same name takes after its
+ * directory's) must not wait for a notification at all, and any handler
+ * that waited would hold a worker thread the requests the notification
+ * waits for may need. So notifications are sent by this one thread, which
+ * holds no lock of the daemon while it sends, and no request handler ever
+ * blocks on it: close() (FLUSH) of a write handle hands its reply to this
+ * thread instead (rfs_kinval_reply()), which sends it after every
+ * invalidation queued before it (at once when none is queued, the usual
+ * case), so close() returns only after the kernel has dropped a name its
+ * commit had to invalidate; that holds in the single-threaded loop too.
+ * truncate(2), fsync and RELEASE reply without waiting (the kernel holds
+ * the file's inode lock across the first two): when their commit had to
+ * queue an invalidation it is sent microseconds later.
  *
  * Queue entries are malloc()ed; if an allocation fails, the next pass
  * invalidates the entry of every region directory instead (everything

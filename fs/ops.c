@@ -23,18 +23,21 @@
  * invalidation at all:
  *  - Key entries, and negative entries (a missing key), are cached for
  *    KEY_TIMEOUT, so a warm open is one OPEN and a stat none. What a name
- *    means changes only with a new row, and every new row the kernel did
- *    not make itself (a commit of a write handle, truncate(2), an outside
- *    change through the feed, a rename's new mtime, a failed create's
- *    removal) has the name's entry invalidated by kinval.c's thread;
- *    close() and a write open that converts an inode reply only after the
- *    kernel has dropped it (kinval.c has why that cannot deadlock, and why
- *    truncate(2) and fsync do not wait). unlink, rename and create
- *    through the mount update the kernel's entries themselves. The next
- *    path walk is a LOOKUP, which finds the current row. An inode whose
- *    row is no longer its name's (a commit made it not current) serves an
- *    open through an entry not yet dropped the current value with direct
- *    I/O, never its own pages (inode.c).
+ *    means changes only with a new row. unlink, rename and create through
+ *    the mount update the kernel's entries themselves. A writer never
+ *    works through a long-lived entry: a write open or truncate(2) of an
+ *    inode that is not a writer's gets ESTALE, and the kernel's retry
+ *    (LOOKUP_REVAL) a writer's inode, whose entry is not cached; while a
+ *    writer is on a name, LOOKUP and READDIRPLUS hand out entries that
+ *    are not cached either (key_entry()). So a commit of ours finds no
+ *    long-lived entry of the name, unless a LOOKUP raced with the
+ *    writer's open, which the entry mark catches (commit.c): then, and
+ *    for outside changes, kinval.c's thread invalidates the entry, and
+ *    close() replies after that (kinval.c has why own writes avoid
+ *    notifications: a daemon killed while one waits hangs the mount). An
+ *    inode whose row is no longer its name's (a commit made it not
+ *    current) serves an open through an entry not yet dropped the
+ *    current value with direct I/O, never its own pages (inode.c).
  *  - An RFS_K_PAGE inode's attributes are its row's, for KEY_TIMEOUT (a
  *    day), and a read-only open gets keep_cache without direct_io, but
  *    only if it is served the very value the inode's page cache holds
@@ -48,11 +51,14 @@
  *  - Writes keep the old protocol (direct_io, FLUSH commits with E1,
  *    store_put, E2) on an inode of their own: a writer's open changes the
  *    kernel inode's size and pages under every other opener (O_TRUNC
- *    truncates them, a write past the end grows the size), so it makes
- *    the inode RFS_K_WRITE (live attributes, timeout 0) only while no
- *    page-cache reader has it open, and invalidates what the kernel held
- *    of it; with readers it fails with ESTALE, the kernel walks the path
- *    again (LOOKUP_REVAL) and gets a writer's inode (inode.c). When the
+ *    truncates them, a write past the end grows the size), so a write
+ *    open of an inode that is not RFS_K_WRITE fails with ESTALE, the
+ *    kernel walks the path again (LOOKUP_REVAL) and gets a writer's inode
+ *    (inode.c's markers; live attributes, timeout 0). (inode.c can still
+ *    turn an inode without page-cache readers into a writer's, and then
+ *    invalidates what the kernel held of it; the daemon only gets there
+ *    when a LOOKUP promoted a writer's inode between the ESTALE's retry
+ *    and its OPEN.) When the
  *    writer is gone, its inode, whose page cache is provably empty,
  *    becomes the page-cache inode of the row at the next LOOKUP, so a read
  *    after a write needs no second LOOKUP to replace the kernel's dentry.
@@ -407,22 +413,48 @@ static int lookup_region_node(enum rfs_ikind kind, const char *region,
 }
 
 /*
+ * The entry of key inode ino for row m (cls: its class). A writer's inode
+ * has live attributes, as getattr has them, and is asked for every time;
+ * so is any entry of a name a writer is on, so that its commit finds no
+ * long-lived entry to invalidate (commit.c, struct rfs_entry_mark).
+ */
+static void key_entry(const char *region, const char *name, size_t len,
+		      fuse_ino_t ino, enum rfs_kclass cls, struct store_meta *m,
+		      struct fuse_entry_param *e)
+{
+	double timeout = KEY_TIMEOUT, entry_timeout;
+	struct rfs_ident id;
+	struct rfs_perms p;
+	struct stat st;
+
+	if (cls == RFS_K_WRITE) {
+		timeout = 0;
+		if (rfs_inode_ident(ino, &id) == 0 && id.pending)
+			m->size = id.pending_size;
+	}
+	entry_timeout = timeout;
+	if (timeout && rfs_inode_writing(region, name, len))
+		entry_timeout = 0;
+	rfs_region_perms(region, &p);
+	key_attr(&st, ino, m, 1, &p);
+	fill_entry(e, &st, timeout, entry_timeout);
+}
+
+/*
  * A key: the inode for the row the store has now, as key_meta() knows it
  * (inode.c), so a changed key is a new inode. The entry is cached for
- * KEY_TIMEOUT (a writer's inode: not at all), a missing key as a negative
- * entry; kinval.c drops them when the name changes.
+ * KEY_TIMEOUT (see key_entry()), a missing key as a negative entry;
+ * kinval.c drops them when the name changes in ways the kernel does not
+ * see.
  */
 static int lookup_key(pid_t pid, const char *region, const char *name,
 		      struct fuse_entry_param *e)
 {
+	struct rfs_entry_mark mark;
 	struct store_meta m;
-	struct rfs_ident id;
-	struct rfs_perms p;
 	struct rfs_names l;
 	enum rfs_kclass cls;
 	fuse_ino_t ino;
-	struct stat st;
-	double timeout = KEY_TIMEOUT;
 	size_t len;
 	int rc;
 
@@ -432,10 +464,13 @@ static int lookup_key(pid_t pid, const char *region, const char *name,
 	/* an unlink between the stat and the inode would leave an inode
 	 * that is not gone for a key that is (commit.c) */
 	rfs_names_lock(&l, region, name, len, false);
+	rfs_names_handed(region, name, len, &mark); /* before the row is read */
 	rc = key_meta(region, name, len, &m);
 	if (!rc)
 		rc = rfs_inode_lookup_key(region, name, len, &m, pid, false,
 					  &ino, &cls);
+	if (!rc && cls == RFS_K_WRITE)
+		rfs_inode_set_mark(ino, &mark); /* a refused writer's retry */
 	rfs_names_unlock(&l);
 	if (rc == -ENOENT) {
 		/* a negative entry: whoever creates the key tells the kernel */
@@ -443,19 +478,9 @@ static int lookup_key(pid_t pid, const char *region, const char *name,
 		e->entry_timeout = KEY_TIMEOUT;
 		return 0;
 	}
-	if (rc)
-		return rc;
-	if (cls == RFS_K_WRITE) {
-		/* a writer's inode: live attributes, as getattr has them */
-		timeout = 0;
-		if (rfs_inode_ident(ino, &id) == 0 && id.pending)
-			m.size = id.pending_size;
-	}
-	rfs_region_perms(region, &p);
-	key_attr(&st, ino, &m, 1, &p);
-	/* a writer's entry is asked for every time, as before the scheme */
-	fill_entry(e, &st, timeout, timeout);
-	return 0;
+	if (!rc)
+		key_entry(region, name, len, ino, cls, &m, e);
+	return rc;
 }
 
 static int lookup_vdir(const char *name, struct fuse_entry_param *e)
@@ -610,6 +635,7 @@ static int setattr_size(pid_t pid, fuse_ino_t ino, off_t size,
 			struct fuse_file_info *fi)
 {
 	struct rfs_handle *h = fi ? (struct rfs_handle *)fi->fh : NULL;
+	struct rfs_entry_mark mark;
 	int rc;
 
 	if (h && h->kind == RFS_H_WRITE)
@@ -620,9 +646,9 @@ static int setattr_size(pid_t pid, fuse_ino_t ino, off_t size,
 	 * it open, and the kernel's retry gets a writer's inode), so the
 	 * reply, and the caller's next stat, show the new size.
 	 */
-	rc = rfs_truncate_enter(ino, pid);
+	rc = rfs_truncate_enter(ino, pid, &mark);
 	if (!rc)
-		rc = rfs_commit_truncate(ino, size);
+		rc = rfs_commit_truncate(ino, size, &mark);
 	return rc;
 }
 
@@ -975,12 +1001,30 @@ static int do_create(pid_t pid, fuse_ino_t parent, const char *name,
 	id.klen = len;
 	/* the name stays locked: no unlink between the create and the open */
 	rc = open_key(pid, *ino, &id, flags, created, true, h);
-	if (rc && created) /* the open(O_CREAT) fails: no empty key stays */
+	if (rc && created) { /* the open(O_CREAT) fails: no empty key stays */
 		rfs_commit_create_undo(id.region, name, len);
+		/* if that failed too, the kernel's negative entry is wrong */
+		rfs_kinval_key(id.region, name, len);
+	}
 	rfs_names_unlock(&l);
 	if (rc)
 		rfs_inode_forget(*ino, 1);
 	return rc;
+}
+
+/*
+ * A create whose reply the kernel does not take: the key may exist now
+ * (committed empty) while the kernel keeps its negative entry, which must
+ * go (kinval.c; sent once the CREATE has released the directory).
+ */
+static void create_lost(fuse_ino_t ino, struct rfs_handle *h)
+{
+	struct rfs_ident id;
+
+	if (rfs_inode_ident(ino, &id) == 0 && id.kind == RFS_I_KEY)
+		rfs_kinval_key(id.region, id.key, id.klen);
+	rfs_handle_free(h);
+	rfs_inode_forget(ino, 1);
 }
 
 static void rfs_ll_create(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -1001,10 +1045,8 @@ static void rfs_ll_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		       &ino, &h);
 	if (!rc) {
 		rc = do_getattr(ino, &e.attr, &timeout);
-		if (rc) {
-			rfs_handle_free(h);
-			rfs_inode_forget(ino, 1);
-		}
+		if (rc)
+			create_lost(ino, h);
 	}
 	if (rc) {
 		reply_err(req, rc);
@@ -1012,10 +1054,8 @@ static void rfs_ll_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	e.ino = ino;
 	set_open_flags(fi, h);
-	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
-		rfs_handle_free(h);
-		rfs_inode_forget(ino, 1);
-	}
+	if (fuse_reply_create(req, &e, fi) == -ENOENT)
+		create_lost(ino, h); /* interrupted */
 }
 
 /* ---- read / write / flush / release -------------------------------------- */
@@ -1317,12 +1357,10 @@ static bool add_key_plus(struct list_ctx *c, const char *name, size_t klen,
 			 const struct store_meta *meta, off_t next)
 {
 	struct fuse_entry_param e;
-	struct rfs_perms p;
+	struct store_meta m;
 	struct rfs_names l;
 	enum rfs_kclass cls;
 	fuse_ino_t ino;
-	struct stat st;
-	double timeout = KEY_TIMEOUT;
 	size_t n;
 	int rc;
 
@@ -1333,12 +1371,9 @@ static bool add_key_plus(struct list_ctx *c, const char *name, size_t klen,
 	if (rc) /* no memory: an entry without attributes */
 		return add_dent(c->req, c->buf, c->size, &c->pos, name,
 				RFS_UNKNOWN_INO, S_IFREG, next, true);
-	if (cls == RFS_K_WRITE)
-		timeout = 0; /* live attributes, as lookup_key() */
-	rfs_region_perms(c->d->region, &p);
+	m = *meta;
 	memset(&e, 0, sizeof(e));
-	key_attr(&st, ino, meta, 1, &p);
-	fill_entry(&e, &st, timeout, timeout);
+	key_entry(c->d->region, name, klen, ino, cls, &m, &e);
 	n = fuse_add_direntry_plus(c->req, c->buf + c->pos, c->size - c->pos,
 				   name, &e, next);
 	if (n > c->size - c->pos) {
@@ -1415,6 +1450,8 @@ static int readdir_region(fuse_req_t req, fuse_ino_t ino, struct rfs_dhandle *d,
 		c.skip = off - 2;
 		c.next_off = 3;
 	}
+	if (plus)
+		rfs_names_handed_all(); /* entries to come, before the rows */
 	rc = store_list(rfs.st, d->region, after, alen,
 			c.skip + size / DIRENT_MIN + 2, list_cb, &c);
 	if (rc < 0 && c.pos == 0)

@@ -103,6 +103,33 @@ if os.read(r, 100) != b"second value":
     sys.exit("the fd opened before the write lost its value")
 os.close(r)
 EOF
+	# a writer with no reader around: its open drops the kernel's entry,
+	# and its close need not unless someone looked the name up since.
+	# The other process starts before the writer opens (a child forked
+	# later would inherit the file, and its exec's close would commit).
+	python3 - "$R/w" <<'EOF' || rfs_fail "stat by another process while a writer is open"
+import os, subprocess, sys
+p = sys.argv[1]
+other = subprocess.Popen(["bash", "-c", 'read; stat -c %s "$0"; read; stat -c %s "$0"', p],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def other_stat():
+    other.stdin.write("go\n")
+    other.stdin.flush()
+    return other.stdout.readline().strip()
+with open(p, "wb") as f:
+    f.write(b"12345")
+os.stat(p)
+w = os.open(p, os.O_WRONLY | os.O_TRUNC)
+os.write(w, b"abcdefgh")
+got = other_stat()
+if got != "5":
+    sys.exit("another process's stat during the write: %r, not 5" % got)
+os.close(w)
+got = other_stat()
+if got != "8" or os.stat(p).st_size != 8:
+    sys.exit("stat after close: %r / %d, not 8" % (got, os.stat(p).st_size))
+other.wait()
+EOF
 fi
 rfs_ok "a write's close(): stat and read show it at once, held fds keep theirs"
 
