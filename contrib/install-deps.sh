@@ -10,4 +10,5 @@ apt-get update -q
 apt-get install -y -q --no-install-recommends \
 	ca-certificates gcc libc6-dev pkg-config meson ninja-build \
 	libfuse3-dev fuse3 libsqlite3-dev sqlite3 libinih-dev libcmocka-dev scdoc \
+	libpq-dev postgresql-15 \
 	xz-utils "$@"

@@ -191,12 +191,32 @@ static uint64_t value_limit(const struct rfs_region *rr)
 }
 
 /*
+ * The name has a new row: the inode that stood for the old one stops
+ * being current (the next LOOKUP makes or promotes another; an open of
+ * it through a dentry the kernel still holds is served the new value
+ * with direct I/O, inode.c), and the kernel's entry for the name is
+ * invalidated (kinval.c; close() waits for that before it returns).
+ * Name lock held. A LOOKUP takes it shared, as a handle's commit does, so
+ * one that read the old row may still make a current inode for it after
+ * this; the kernel entry it makes is dropped by the invalidation queued
+ * here (the kernel holds the directory's lock from a LOOKUP to its
+ * entry, and a revalidated entry exists before), and the next LOOKUP
+ * compares rows.
+ */
+static void changed(const char *region, const void *key, size_t klen)
+{
+	rfs_inode_changed(region, key, klen);
+	rfs_kinval_key(region, key, klen);
+}
+
+/*
  * E1, store_put, E2 of one value in rr (write_begin(); NULL: a region
- * that is gone, only the store). The name lock is held.
+ * that is gone, only the store). The name lock is held. notify: tell the
+ * kernel (changed()); create() does not, its reply makes the entry.
  */
 static int put_locked(struct rfs_region *rr, const char *region,
 		      const void *key, size_t klen, const void *data,
-		      size_t len, unsigned flags)
+		      size_t len, unsigned flags, bool notify)
 {
 	char esc[RFS_ESC_LEN];
 	int rc;
@@ -206,6 +226,8 @@ static int put_locked(struct rfs_region *rr, const char *region,
 	evict(rr, key, klen); /* E2 */
 	if (rc == 0) {
 		rfs_count(RFS_C_COMMITS, 1);
+		if (notify)
+			changed(region, key, klen);
 		return 0;
 	}
 	rfs_count(RFS_C_COMMIT_ERRORS, 1);
@@ -221,8 +243,8 @@ static int put_id(const struct rfs_ident *id, const void *data, size_t len,
 		  unsigned flags)
 {
 	struct rfs_region *rr = write_begin(id->region);
-	int rc =
-		put_locked(rr, id->region, id->key, id->klen, data, len, flags);
+	int rc = put_locked(rr, id->region, id->key, id->klen, data, len, flags,
+			    true);
 
 	write_end(rr);
 	return rc;
@@ -264,7 +286,7 @@ int rfs_commit_create(const char *region, const char *key, size_t klen,
 		struct rfs_region *rr = write_begin(region);
 
 		rc = put_locked(rr, region, key, klen, NULL, 0,
-				region_flags(rr));
+				region_flags(rr), false);
 		write_end(rr);
 		*created = rc == 0;
 	}
@@ -324,7 +346,7 @@ int rfs_commit_truncate(fuse_ino_t ino, off_t size)
 		rc = load_resized(&id, size, &data, &same);
 	if (!rc && !same)
 		rc = put_locked(rr, id.region, id.key, id.klen, data, size,
-				region_flags(rr));
+				region_flags(rr), true);
 	write_end(rr);
 	rfs_names_unlock(&l);
 	free(data);
@@ -365,6 +387,8 @@ int rfs_commit_delete_created(const char *region, const void *key, size_t klen,
 	rc = delete_store(region, key, klen, &version);
 	if (rc == 0) {
 		rfs_inode_unlinked(region, key, klen, &last);
+		/* nobody told the kernel: the entry names the writer's inode */
+		rfs_kinval_key(region, key, klen);
 		rfs_log(RFS_LOG_NOTICE,
 			"%s/%s: created, but no write to it was committed: "
 			"removed again",
@@ -463,6 +487,13 @@ int rfs_commit_rename(const char *region, const void *from, size_t flen,
 	if (!rc) {
 		rfs_inode_renamed(region, from, flen, to, tlen,
 				  replaced ? &last : NULL);
+		/*
+		 * The kernel moves the entry itself, but the row got a new
+		 * mtime and version (the store's rename), which the moved
+		 * inode does not show: the name is looked up again once the
+		 * rename's reply has released the directory.
+		 */
+		changed(region, to, tlen);
 		rfs_count(RFS_C_RENAMES, 1);
 	} else if (rc != -ENOENT && rc != -EEXIST) {
 		rfs_log(RFS_LOG_ERR, "rename %s/%s -> %s: %s", region,

@@ -94,8 +94,8 @@ static void notify_names(const struct rfs_table *a, const struct rfs_table *b)
  * Regions whose owner, group or modes changed: their root dentries go,
  * so the next path walk looks them up again and the kernel (which checks
  * permissions itself with default_permissions) gets the new attributes.
- * Key names are never cached, so their new attributes come with the next
- * lookup anyway.
+ * That takes every cached key entry below with it (d_invalidate() drops
+ * the subtree), so the keys' new attributes come with their next lookup.
  */
 static void notify_perms(const struct rfs_table *old, const struct rfs_table *t)
 {
@@ -421,15 +421,35 @@ static void *bg_main(void *arg)
 	return NULL;
 }
 
+/*
+ * An outside writer changed key (NULL: maybe every key) and the feed has
+ * invalidated the cache: the name's inode stops being current, and the
+ * kernel's entry for the name goes (for "every key", every region
+ * directory's entry, which takes negative entries with it), kinval.c.
+ */
+static void feed_changed(const char *region, const void *key, size_t klen)
+{
+	rfs_inode_changed(region, key, klen);
+	if (key)
+		rfs_kinval_key(region, key, klen);
+	else
+		rfs_kinval_region(region);
+}
+
 int rfs_bg_start(void)
 {
 	int rc;
 
 	bg.main_thread = pthread_self();
-	rfs_feed_listen(rfs_inode_changed); /* outside changes: new inodes */
-	rc = rfs_feed_start();
+	rc = rfs_kinval_start();
 	if (rc)
 		return rc;
+	rfs_feed_listen(feed_changed);
+	rc = rfs_feed_start();
+	if (rc) {
+		rfs_kinval_stop();
+		return rc;
+	}
 	if (pipe2(bg.pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
 		rc = -errno;
 		rfs_feed_stop();
@@ -447,6 +467,7 @@ int rfs_bg_start(void)
 		close(bg.pipe[1]);
 		bg.pipe[0] = bg.pipe[1] = -1;
 		rfs_feed_stop();
+		rfs_kinval_stop();
 		return rc;
 	}
 	bg.running = true;
@@ -458,6 +479,7 @@ void rfs_bg_stop(void)
 	char c = 's';
 
 	rfs_feed_stop();
+	rfs_kinval_stop(); /* after the feed, its last producer */
 	if (!bg.running)
 		return;
 	atomic_store(&bg.stop, true);

@@ -47,6 +47,21 @@
  * twice the margin. Nothing else is touched on an
  * idle poll (the region table reference is taken on the first change).
  *
+ * PostgreSQL (store/pg.c). There is no file to watch: other mounts, on
+ * other hosts, ring a doorbell (pg_notify, after their commit) that
+ * arrives on the store's LISTEN connection, whose socket
+ * store_changes_fd() gives us. The thread polls that socket instead of the
+ * inotify watch (asking for the descriptor before every wait: it changes
+ * when the store reconnects), drains it with store_changes_drain(), and
+ * replays the change log on a doorbell, at least every FEED_BELL_MS
+ * (doorbells are hints: one may be lost, or the queue full), and at once
+ * after an error (the store reconnects in store_changes()). The log, not
+ * the doorbell, says what changed; store_changes() there reads it with a
+ * snapshot-safe position (pg.c), so a transaction that commits late with
+ * a low sequence number is not skipped. The bound a mount states for
+ * another mount's write is therefore the doorbell's trip (a round trip
+ * to the server) plus one poll, or FEED_BELL_MS when a doorbell is lost.
+ *
  * Each change is applied with region_invalidate(..., REGION_ORIGIN_OUTSIDE)
  * in the region of that name in the current table (changes in regions this
  * mount does not serve are ignored): it evicts the key and poisons a load
@@ -150,6 +165,7 @@
 #define FEED_BATCH     RFS_FEED_BATCH
 #define FEED_STALE_MS  RFS_FEED_STALE_MS
 #define FEED_BULK_MS   RFS_FEED_BULK_MS
+#define FEED_BELL_MS   250 /* with a doorbell: replay at least this often */
 
 /* The feed thread's own state. */
 struct feed_state {
@@ -183,6 +199,7 @@ static struct {
 		done_ns; /* rfs_mono_ns() of the last complete pass */
 	int wfd;	 /* inotify on the database's directory */
 	int wake[2];	 /* rfs_feed_stop() writes to wake[1] */
+	bool bell;	 /* the store has a doorbell (store_changes_fd) */
 } feed = {.wfd = -1, .wake = {-1, -1}};
 
 void rfs_feed_counters(uint64_t *changes, uint64_t *lag_ms)
@@ -458,7 +475,41 @@ static bool db_event(int fd)
  * included, costs one poll), FEED_SAFETY_MS at most, or rfs_feed_stop().
  * Without a watch, or while the store fails, every FEED_POLL_MS.
  */
-static void feed_wait(const struct feed_state *s, uint64_t started)
+/*
+ * feed_wait() with a doorbell: until one of another writer's doorbells
+ * arrives, FEED_BELL_MS, or rfs_feed_stop(). Noise on the socket (our
+ * own doorbells, other traffic) waits on to the same deadline.
+ */
+static void bell_wait(const struct feed_state *s, uint64_t started)
+{
+	int period = s->err_since ? FEED_POLL_MS : FEED_BELL_MS;
+	uint64_t deadline = started + (uint64_t)period * 1000000ULL;
+	struct pollfd pfd[2] = {
+		{.fd = feed.wake[0], .events = POLLIN},
+		{.fd = -1, .events = POLLIN},
+	};
+
+	if (store_changes_drain(rfs.st) > 0)
+		return; /* heard during the last poll: poll again */
+	for (;;) {
+		uint64_t now = rfs_mono_ns();
+		int fd = store_changes_fd(rfs.st),
+		    timeout =
+			    now < deadline
+				    ? (int)((deadline - now + 999999) / 1000000)
+				    : 0;
+
+		pfd[1].fd = fd >= 0 ? fd : -1; /* negative: ignored */
+		if (poll(pfd, 2, timeout) <= 0)
+			return; /* the deadline (or EINTR): poll now */
+		if (pfd[0].revents)
+			return; /* stop */
+		if (store_changes_drain(rfs.st) != 0)
+			return; /* a doorbell, or the connection failed */
+	}
+}
+
+static void file_wait(const struct feed_state *s, uint64_t started)
 {
 	struct pollfd pfd[2] = {
 		{.fd = feed.wake[0], .events = POLLIN},
@@ -488,6 +539,14 @@ static void feed_wait(const struct feed_state *s, uint64_t started)
 	if (rfs_mono_ns() < gap_end)
 		feed_sleep(gap_end);
 	db_event(feed.wfd); /* what came meanwhile is in this poll */
+}
+
+static void feed_wait(const struct feed_state *s, uint64_t started)
+{
+	if (feed.bell)
+		bell_wait(s, started);
+	else
+		file_wait(s, started);
 }
 
 static void *feed_main(void *arg)
@@ -541,7 +600,8 @@ int rfs_feed_start(void)
 	feed_init();
 	if (pipe2(feed.wake, O_CLOEXEC | O_NONBLOCK) < 0)
 		return -errno;
-	feed.wfd = watch_db();
+	feed.bell = rfs.st && store_changes_fd(rfs.st) != -ENOTSUP;
+	feed.wfd = feed.bell ? -1 : watch_db();
 	rc = rfs_thread_spawn(&feed.thread, feed_main, NULL, "regionfs-feed");
 	if (rc) {
 		close_fds();

@@ -10,6 +10,8 @@
  *                striped counters, per-thread slots, the monotonic clock,
  *                thread spawning
  *   2  inode.c   inode numbers, lookup counts, what the kernel may cache
+ *   2b kinval.c  the queue and thread that tell the kernel which cached
+ *                key names changed (calls inode.c and state.c only)
  *   3  commit.c  the write protocol (E1, store op, E2, inode table) for
  *                put, delete, rename, create and truncate, and the
  *                per-name locks that order the changes of one name
@@ -463,6 +465,8 @@ int rfs_inode_lookup_key(const char *region, const void *key, size_t klen,
 			 fuse_ino_t *ino, enum rfs_kclass *cls);
 /* The number of the current inode for a key, without counting; 0 if none. */
 fuse_ino_t rfs_inode_peek(const char *region, const void *key, size_t klen);
+/* The number of a region directory's inode, without counting; 0 if none. */
+fuse_ino_t rfs_inode_peek_dir(const char *region);
 /* Copies what ino names into *out. -ENOENT for an unknown number. */
 int rfs_inode_ident(fuse_ino_t ino, struct rfs_ident *out);
 /* FORGET: drops n lookups; frees the inode when nothing holds it. */
@@ -482,8 +486,10 @@ void rfs_inode_renamed(const char *region, const void *from, size_t flen,
 		       const void *to, size_t tlen,
 		       const struct store_meta *last);
 /*
- * Someone else changed the key (the change feed): its current inode stops
- * being current, so the next LOOKUP makes a new one. key NULL: every key.
+ * The key has a new row (a commit of ours, or the change feed's): its
+ * current inode stops being current, so the next LOOKUP makes a new one
+ * and an open of the old one is not served its pages. key NULL: every
+ * key.
  */
 void rfs_inode_changed(const char *region, const void *key, size_t klen);
 /*
@@ -721,6 +727,13 @@ int rfs_rhandle_open(struct rfs_region *rr, fuse_ino_t ino,
 int rfs_whandle_open(struct rfs_region *rr, fuse_ino_t ino, pid_t pid,
 		     const char *key, size_t klen, int flags, bool created,
 		     bool locked, struct rfs_handle **out);
+/*
+ * truncate(2) of a path resolved to key inode ino, by pid: the inode
+ * becomes a writer's (live attributes) as for a write open, with no
+ * handle left counted. -ESTALE when page-cache readers have it open (the
+ * kernel retries on a writer's inode), -ENOENT if ino is unknown.
+ */
+int rfs_truncate_enter(fuse_ino_t ino, pid_t pid);
 /* write(): 0 with *written, -EFBIG, -ENOMEM. */
 int rfs_whandle_write(struct rfs_handle *h, const char *data, size_t size,
 		      off_t off);
@@ -737,6 +750,33 @@ void rfs_wbuf_unref(struct rfs_wbuf *b);
  * a new write makes the buffer dirty.
  */
 int rfs_whandle_commit(struct rfs_handle *h, bool durable);
+
+/* ---- kinval.c: the kernel's cached names ---------------------------------- */
+
+/*
+ * Starts/stops the thread that sends entry invalidations (kinval.c).
+ * Without it (unit tests) every call below does nothing but reply.
+ */
+int rfs_kinval_start(void);
+void rfs_kinval_stop(void);
+/* Queues an invalidation of the entry name (len bytes) in parent. */
+void rfs_kinval_entry(fuse_ino_t parent, const char *name, size_t len);
+/* The same for the key's entry in its region directory. */
+void rfs_kinval_key(const char *region, const void *key, size_t klen);
+/* The region directory's entry (NULL: every region's). */
+void rfs_kinval_region(const char *region);
+/*
+ * Calls fn(arg) once every invalidation queued before this call has been
+ * sent: at once (on this thread) if none is pending, else on the
+ * notification thread. Never blocks. fn sends a deferred reply; only
+ * requests whose kernel side holds no directory or inode lock may be
+ * deferred (kinval.c).
+ */
+void rfs_kinval_then(void (*fn)(void *arg), void *arg);
+/* rfs_kinval_then() of fuse_reply_err(req, -rc). */
+void rfs_kinval_reply(fuse_req_t req, int rc);
+/* Entry invalidations sent so far. */
+uint64_t rfs_kinval_sent(void);
 
 /* ---- commit.c: the write protocol and the order of changes of a name --- */
 

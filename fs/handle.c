@@ -568,6 +568,21 @@ static int whandle_fill(struct rfs_whandle *w, const char *key, size_t klen,
  * loop cannot even open until we reply). So it cannot deadlock with the
  * OPEN the kernel is waiting for (fuse_reverse_inval_inode).
  */
+/*
+ * ino (a key) just became a writer's: its attributes are live now (the
+ * writer's fstat shows its pending size), but the kernel's entry for the
+ * name still names it, so everybody's stat would. The entry goes
+ * (kinval.c); the next path walk gets the inode of the committed row.
+ * The OPEN's reply waits for that (ops.c); a CREATE never converts.
+ */
+static void drop_entry(fuse_ino_t ino)
+{
+	struct rfs_ident id;
+
+	if (rfs_inode_ident(ino, &id) == 0 && id.kind == RFS_I_KEY && !id.gone)
+		rfs_kinval_key(id.region, id.key, id.klen);
+}
+
 static int enter_writer(fuse_ino_t ino, pid_t pid, bool readable)
 {
 	struct rfs_wopen wo;
@@ -581,11 +596,21 @@ static int enter_writer(fuse_ino_t ino, pid_t pid, bool readable)
 			(unsigned long long)ino);
 	if (rc || wo.inval == RFS_INVAL_NONE)
 		return rc;
+	drop_entry(ino);
 	if (wo.inval == RFS_INVAL_ATTR)
 		fuse_lowlevel_notify_inval_inode(rfs.se, ino, -1, 0);
 	else if (fuse_lowlevel_notify_inval_inode(rfs.se, ino, 0, 0) == 0)
 		rfs_inode_cleaned(ino, wo.gen);
 	return 0;
+}
+
+int rfs_truncate_enter(fuse_ino_t ino, pid_t pid)
+{
+	int rc = enter_writer(ino, pid, false);
+
+	if (!rc)
+		rfs_inode_close_write(ino, false);
+	return rc;
 }
 
 /*
@@ -616,6 +641,14 @@ static int whandle_attach(struct rfs_handle *h, const char *key, size_t klen,
 	}
 	if (!rc)
 		rc = whandle_fill(w, key, klen, flags, created);
+	/*
+	 * The key is gone from the store though the kernel still had an
+	 * entry for it (an outside DELETE the change feed has not applied
+	 * yet): the kernel walks the path again and finds it missing, and an
+	 * open(O_CREAT) then creates it (OPEN does not say O_CREAT).
+	 */
+	if (rc == -ENOENT && !created)
+		rc = -ESTALE;
 	if (!rc)
 		rc = rfs_inode_attach(w->ino, h);
 	rfs_names_unlock(&l);

@@ -39,9 +39,13 @@
  *    from then on nobody reads the inode's page cache, so what a direct
  *    handle's mmap(MAP_PRIVATE) may put there harms no one, and the next
  *    LOOKUP makes a fresh inode. Serving pval, the inode's own row, is
- *    never stale: the open's LOOKUP returned this inode, so it found this
- *    row in the store, before any later commit's close() returned (or,
- *    for an outside change, before the change feed applied it).
+ *    never stale while the inode is current: the kernel reached it
+ *    through an entry that a LOOKUP made when this row was the name's,
+ *    and every later row (a commit's, or an outside change the change
+ *    feed applied) first makes the inode not current (rfs_inode_changed)
+ *    and then has that entry dropped (kinval.c) before the commit's
+ *    close() returns. An open of an inode that is not current (through
+ *    an entry not dropped yet) gets the cache's value with direct I/O.
  *  - RFS_K_DIRECT: immutable attributes, every open is direct I/O.
  *  - RFS_K_WRITE: an inode a writer opened. A writer changes the kernel's
  *    inode under every other opener: open(O_TRUNC) sets its size to 0 and
@@ -92,8 +96,9 @@
  * make them "gone": out of by_name, but in by_ino until the kernel forgets
  * them; getattr on one reports nlink 0 (and a writer's last size), and
  * write handles on it commit nothing (POSIX: data written to an unlinked
- * file vanishes with it). The change feed makes a key's current node not
- * current (rfs_inode_changed): after an outside change the next LOOKUP
+ * file vanishes with it). The change feed and every commit of ours make
+ * a key's current node not current (rfs_inode_changed): after a change
+ * the next LOOKUP
  * makes a new inode, even if the triple did not change.
  *
  * A node is freed when its lookup count is 0 and no handle holds it.
@@ -769,6 +774,19 @@ fuse_ino_t rfs_inode_peek(const char *region, const void *key, size_t klen)
 	return ino;
 }
 
+fuse_ino_t rfs_inode_peek_dir(const char *region)
+{
+	struct inode *n;
+	fuse_ino_t ino = 0;
+
+	table_rdlock();
+	n = find_name_locked(RFS_I_REGION, region, "", 0, true);
+	if (n)
+		ino = n->ino;
+	table_unlock();
+	return ino;
+}
+
 /* The size an attached writer with uncommitted data shows. Lock held. */
 static void pending_locked(const struct inode *n, struct rfs_ident *out)
 {
@@ -979,6 +997,8 @@ static struct region_value *page_value_locked(struct inode *n,
 	uint64_t serial = region_value_tag(v); /* the load serial */
 
 	ASSERT_NODE();
+	if (!n->current && !n->gone)
+		return NULL; /* superseded: its row is no longer the name's */
 	if (n->preaders)
 		return n->pval;
 	if (n->anchored ? serial != n->anchor : !value_is_row(v, &n->row))
@@ -1019,7 +1039,7 @@ int rfs_inode_open_read(fuse_ino_t ino, struct region_value *v,
 		serve = page_value_locked(n, v);
 		if (serve)
 			n->preaders++;
-		else
+		else if (!n->preaders)
 			atomic_store(&n->cls, RFS_K_DIRECT);
 	}
 	reader_in_locked(n);

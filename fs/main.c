@@ -4,7 +4,12 @@
  *   regionfs [options] SOURCE MOUNTPOINT
  *   regionfs --check-config FILE
  *
- * SOURCE is the SQLite database (created with mode 0600 if missing). The
+ * SOURCE is the SQLite database (created with mode 0600 if missing), or a
+ * PostgreSQL database: a postgresql:// (postgres://) URI or a libpq
+ * keyword/value string ("host=/run/postgresql dbname=rfs"), which may
+ * also be given as -o store=SOURCE with MOUNTPOINT alone (fstab lines
+ * whose first field cannot hold the URI). A PostgreSQL SOURCE is shown
+ * (fsname, logs, the stats file) with its password replaced by ***. The
  * same command line works from /etc/fstab through mount.fuse3, which runs
  * "regionfs SOURCE MOUNTPOINT -o OPTIONS": SOURCE is the first non-option
  * argument, our own options (config=, uid=, gid=) come through -o, and
@@ -55,7 +60,8 @@
 #include "fs.h"
 
 struct main_opts {
-	char *source; /* first non-option argument */
+	char *source; /* first non-option argument, or -o store= */
+	char *store;  /* -o store= */
 	char *config; /* -o config= */
 	char *uid;    /* -o uid= */
 	char *gid;    /* -o gid= */
@@ -75,6 +81,7 @@ static const struct fuse_opt main_optspec[] = {
 	RFS_OPT("gid=%s", gid),
 	RFS_OPT("shutdown_grace=%s", grace),
 	RFS_OPT("max_memory=%s", maxmem),
+	RFS_OPT("store=%s", store),
 	{"ro", offsetof(struct main_opts, ro), 1},
 	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP),
 	FUSE_OPT_END};
@@ -87,6 +94,7 @@ static const struct fuse_opt main_optspec[] = {
  * is counted by kind in the stats anyway.
  */
 #define STORE_LOG_BURST 10
+#define OPEN_MSG_LEN	512 /* check_database()'s copy of the message */
 
 static void store_error(void *ctx, int err, enum store_err_kind kind,
 			const char *what, const char *region, const void *key,
@@ -100,7 +108,10 @@ static void store_error(void *ctx, int err, enum store_err_kind kind,
 	time_t now = time(NULL);
 	bool log;
 
-	(void)ctx;
+	if (ctx) { /* check_database(): the message goes in its one line */
+		snprintf(ctx, OPEN_MSG_LEN, "%s", msg ? msg : "");
+		return;
+	}
 	pthread_mutex_lock(&lock);
 	if (now != window) {
 		window = now;
@@ -127,6 +138,13 @@ static void store_error(void *ctx, int err, enum store_err_kind kind,
 
 static struct store_options store_opts = {.on_error = store_error};
 
+/*
+ * What store_open() gets: the absolute path of an SQLite file, or the
+ * PostgreSQL SOURCE as given (password included). rfs.db_path is what is
+ * shown: the same path, or the SOURCE without its password.
+ */
+static char *store_source;
+
 static void usage(const char *prog)
 {
 	printf("usage: %s [options] SOURCE MOUNTPOINT\n"
@@ -134,9 +152,13 @@ static void usage(const char *prog)
 	       "\n"
 	       "Mounts the regions of regions.ini as directories whose\n"
 	       "files are the keys of in-memory caches in front of the\n"
-	       "SQLite database SOURCE (created with mode 0600 if missing).\n"
+	       "SQLite database SOURCE (created with mode 0600 if missing)\n"
+	       "or the PostgreSQL database SOURCE (postgresql://... URI or\n"
+	       "libpq \"host=... dbname=...\" string).\n"
 	       "\n"
 	       "regionfs options:\n"
+	       "    -o store=SOURCE        SOURCE as an option (then only\n"
+	       "                           MOUNTPOINT is given)\n"
 	       "    -o config=FILE         regions.ini to serve\n"
 	       "                           (default: " RFS_DEFAULT_CONFIG ")\n"
 	       "    -o uid=N,gid=N         owner shown for every file\n"
@@ -268,13 +290,42 @@ static int add_names(struct fuse_args *args, const char *source)
  * Parses argv. Returns 0 to go on, 1 after --help/--version (exit 0),
  * -1 on a usage error (reported).
  */
+/*
+ * -o store=SOURCE: the first non-option argument taken as SOURCE was the
+ * mount point; it goes back to libfuse. Two of them besides store= leave
+ * libfuse an extra argument, which it refuses.
+ */
+static int take_store_opt(struct fuse_args *args, struct main_opts *o)
+{
+	if (!o->store)
+		return 0;
+	if (o->source && fuse_opt_add_arg(args, o->source) < 0)
+		return -1;
+	free(o->source);
+	o->source = o->store;
+	o->store = NULL;
+	return 0;
+}
+
+/*
+ * SOURCE as shown (fsname, logs, stats): an SQLite file's absolute path,
+ * as mount(8) shows it, or a PostgreSQL SOURCE without its password.
+ */
+static char *shown_source(const char *source)
+{
+	if (store_source_backend(source) == STORE_BACKEND_POSTGRESQL)
+		return store_source_display(source);
+	return abs_path(source);
+}
+
 static int parse_args(struct fuse_args *args, struct main_opts *o,
 		      struct fuse_cmdline_opts *cmd)
 {
-	if (fuse_opt_parse(args, o, main_optspec, opt_proc) < 0)
+	if (fuse_opt_parse(args, o, main_optspec, opt_proc) < 0 ||
+	    take_store_opt(args, o) < 0)
 		return -1;
-	if (o->source) { /* fsname: the absolute path, as mount(8) shows it */
-		char *abs = abs_path(o->source);
+	if (o->source) { /* fsname */
+		char *abs = shown_source(o->source);
 		int rc = abs ? add_names(args, abs) : -1;
 
 		free(abs);
@@ -360,27 +411,44 @@ static int check_mountpoint(const char *mnt)
 }
 
 /* store_open() with every signal blocked: its writer thread inherits that. */
-static int store_open_blocked(struct store **st)
+static int store_open_blocked(const struct store_options *opts,
+			      struct store **st)
 {
 	sigset_t old;
 	int rc;
 
 	rfs_signals_block(&old);
-	rc = store_open(rfs.db_path, &store_opts, st);
+	rc = store_open(store_source, opts, st);
 	rfs_signals_restore(&old);
 	return rc;
 }
 
-/* Opens and closes the database: does it work, before we detach? */
+/*
+ * Opens and closes the database: does it work, before we detach? A
+ * failure is one line, with the store's message if it gave one (the
+ * PostgreSQL server's or libpq's).
+ */
 static int check_database(void)
 {
+	struct store_options opts = store_opts;
+	char msg[OPEN_MSG_LEN] = "";
 	struct store *st;
-	int rc = store_open_blocked(&st);
+	int rc;
 
+	opts.error_ctx = msg;
+	rc = store_open_blocked(&opts, &st);
 	if (rc) {
+		if (msg[0]) {
+			rfs_log(RFS_LOG_ERR, "database %s: %s (%s)",
+				rfs.db_path, strerror(-rc), msg);
+			return -1;
+		}
 		rfs_log(RFS_LOG_ERR, "database %s: %s%s", rfs.db_path,
 			strerror(-rc),
-			rc == -EINVAL || rc == -EIO
+			rc == -EPROTONOSUPPORT
+				? " (this regionfs was built without "
+				  "PostgreSQL support)"
+			: rc == -EINVAL || rc == -EIO
 				? " (not an SQLite database, or damaged?)"
 			: rc == -EPERM
 				? " (it must be owned by the user running "
@@ -483,10 +551,14 @@ static int setup_state(const struct main_opts *o)
 
 	if (setup_owner(o))
 		return -1;
-	rfs.db_path = abs_path(o->source);
+	rfs.db_path = shown_source(o->source);
+	store_source =
+		store_source_backend(o->source) == STORE_BACKEND_POSTGRESQL
+			? strdup(o->source)
+			: abs_path(o->source);
 	rfs.config_path =
 		abs_path_keep_links(o->config ? o->config : RFS_DEFAULT_CONFIG);
-	if (!rfs.db_path || !rfs.config_path) {
+	if (!rfs.db_path || !store_source || !rfs.config_path) {
 		rfs_log(RFS_LOG_ERR, "out of memory");
 		return -1;
 	}
@@ -607,7 +679,7 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *cmd)
 	if (!cmd->foreground)
 		rfs_log_to_syslog();
 	test_hooks();
-	rc = store_open_blocked(&rfs.st);
+	rc = store_open_blocked(&store_opts, &rfs.st);
 	if (rc) {
 		rfs_log(RFS_LOG_ERR, "database %s: %s", rfs.db_path,
 			strerror(-rc));
@@ -707,6 +779,7 @@ out:
 	if (rc == 0 && mounted)
 		rfs_log(RFS_LOG_NOTICE, "unmounted %s", cmd.mountpoint);
 	free((char *)rfs.db_path);
+	free(store_source);
 	free((char *)rfs.config_path);
 out_args:
 	free(cmd.mountpoint);
@@ -716,6 +789,7 @@ out_args:
 	free(o.gid);
 	free(o.grace);
 	free(o.maxmem);
+	free(o.store);
 	fuse_opt_free_args(&args);
 	return rc;
 }

@@ -12,17 +12,29 @@
  * stat never load values into the cache; OPEN goes through the cache
  * (handle.c).
  *
- * Kernel caching: one immutable inode per row. Every synchronous FUSE
- * request costs 25-30 us (DESIGN.md's table), so the number of requests
- * per operation decides small-file speed. A key's inode stands for one
- * row of the store, (size, mtime, version) as LOOKUP's store_stat() saw
- * it; every commit (ours, a rename onto the key, an outside write) makes
- * a new row, and the next LOOKUP a new inode (inode.c). The content of
- * an RFS_K_PAGE inode never changes, so the kernel may keep its pages and
- * attributes with no invalidation at all:
- *  - Key entries have timeout 0 and a missing key is an error, not a
- *    cached negative entry: every path walk to a key is a LOOKUP, which
- *    finds the current row and so the current inode.
+ * Kernel caching: one immutable inode per row, names cached and dropped
+ * when they change. Every synchronous FUSE request costs 25-30 us
+ * (DESIGN.md's table), so the number of requests per operation decides
+ * small-file speed. A key's inode stands for one row of the store, (size,
+ * mtime, version) as LOOKUP's store_stat() saw it; every commit (ours, a
+ * rename onto the key, an outside write) makes a new row, and the next
+ * LOOKUP a new inode (inode.c). The content of an RFS_K_PAGE inode never
+ * changes, so the kernel may keep its pages and attributes with no
+ * invalidation at all:
+ *  - Key entries, and negative entries (a missing key), are cached for
+ *    KEY_TIMEOUT, so a warm open is one OPEN and a stat none. What a name
+ *    means changes only with a new row, and every new row the kernel did
+ *    not make itself (a commit of a write handle, truncate(2), an outside
+ *    change through the feed, a rename's new mtime, a failed create's
+ *    removal) has the name's entry invalidated by kinval.c's thread;
+ *    close() and a write open that converts an inode reply only after the
+ *    kernel has dropped it (kinval.c has why that cannot deadlock, and why
+ *    truncate(2) and fsync do not wait). unlink, rename and create
+ *    through the mount update the kernel's entries themselves. The next
+ *    path walk is a LOOKUP, which finds the current row. An inode whose
+ *    row is no longer its name's (a commit made it not current) serves an
+ *    open through an entry not yet dropped the current value with direct
+ *    I/O, never its own pages (inode.c).
  *  - An RFS_K_PAGE inode's attributes are its row's, for KEY_TIMEOUT (a
  *    day), and a read-only open gets keep_cache without direct_io, but
  *    only if it is served the very value the inode's page cache holds
@@ -31,8 +43,8 @@
  *    OPEN, a cache older than the store until the change feed invalidates
  *    it, a reload after eviction) the handle gets the cache's value with
  *    direct_io and the inode stops granting the page cache: no byte of any
- *    other value can enter it. A warm open/read/close is LOOKUP, OPEN and
- *    an asynchronous RELEASE; the read itself is served by the kernel.
+ *    other value can enter it. A warm open/read/close is OPEN and an
+ *    asynchronous RELEASE; the read itself is served by the kernel.
  *  - Writes keep the old protocol (direct_io, FLUSH commits with E1,
  *    store_put, E2) on an inode of their own: a writer's open changes the
  *    kernel inode's size and pages under every other opener (O_TRUNC
@@ -64,9 +76,9 @@
  * (a rewrite pays a few us for the invalidation). The first version of
  * this scheme, without promotion, made a read after a write 15-35%
  * slower than before: one more LOOKUP and a FORGET per read.
- * No notification ever needs to be sent for a change: the only ones are
- * the write open's, sent from its own handler (handle.c, enter_writer()
- * has why that cannot deadlock).
+ * Notifications: the write open's inode invalidation is sent from its
+ * own handler (handle.c, enter_writer() has why that cannot deadlock);
+ * entry invalidations only from kinval.c's thread.
  *
  * Semantics chosen where POSIX leaves room (the README lists them):
  *  - mtime/ctime/atime of a key are the row's mtime (its last commit).
@@ -396,8 +408,9 @@ static int lookup_region_node(enum rfs_ikind kind, const char *region,
 
 /*
  * A key: the inode for the row the store has now, as key_meta() knows it
- * (inode.c), so a changed key is a new inode. The name itself is never cached (entry timeout 0,
- * no negative entries): every path walk asks again.
+ * (inode.c), so a changed key is a new inode. The entry is cached for
+ * KEY_TIMEOUT (a writer's inode: not at all), a missing key as a negative
+ * entry; kinval.c drops them when the name changes.
  */
 static int lookup_key(pid_t pid, const char *region, const char *name,
 		      struct fuse_entry_param *e)
@@ -424,6 +437,12 @@ static int lookup_key(pid_t pid, const char *region, const char *name,
 		rc = rfs_inode_lookup_key(region, name, len, &m, pid, false,
 					  &ino, &cls);
 	rfs_names_unlock(&l);
+	if (rc == -ENOENT) {
+		/* a negative entry: whoever creates the key tells the kernel */
+		memset(e, 0, sizeof(*e));
+		e->entry_timeout = KEY_TIMEOUT;
+		return 0;
+	}
 	if (rc)
 		return rc;
 	if (cls == RFS_K_WRITE) {
@@ -434,7 +453,8 @@ static int lookup_key(pid_t pid, const char *region, const char *name,
 	}
 	rfs_region_perms(region, &p);
 	key_attr(&st, ino, &m, 1, &p);
-	fill_entry(e, &st, timeout, 0);
+	/* a writer's entry is asked for every time, as before the scheme */
+	fill_entry(e, &st, timeout, timeout);
 	return 0;
 }
 
@@ -586,13 +606,24 @@ static int setattr_check(fuse_ino_t ino, const struct rfs_ident *id,
  * loads, resizes and commits at once (commit.c). Like open, the latter
  * goes by the name, also for an inode a rename has just replaced.
  */
-static int setattr_size(fuse_ino_t ino, off_t size, struct fuse_file_info *fi)
+static int setattr_size(pid_t pid, fuse_ino_t ino, off_t size,
+			struct fuse_file_info *fi)
 {
 	struct rfs_handle *h = fi ? (struct rfs_handle *)fi->fh : NULL;
+	int rc;
 
 	if (h && h->kind == RFS_H_WRITE)
 		return rfs_whandle_truncate(h, size);
-	return rfs_commit_truncate(ino, size);
+	/*
+	 * The path's inode is cached with its row's attributes: it becomes
+	 * a writer's (live attributes; ESTALE if page-cache readers have
+	 * it open, and the kernel's retry gets a writer's inode), so the
+	 * reply, and the caller's next stat, show the new size.
+	 */
+	rc = rfs_truncate_enter(ino, pid);
+	if (!rc)
+		rc = rfs_commit_truncate(ino, size);
+	return rc;
 }
 
 static void rfs_ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
@@ -610,7 +641,8 @@ static void rfs_ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	if (!rc)
 		rc = setattr_check(ino, &id, &cur, attr, to_set);
 	if (!rc && (to_set & FUSE_SET_ATTR_SIZE))
-		rc = setattr_size(ino, attr->st_size, fi);
+		rc = setattr_size(fuse_req_ctx(req)->pid, ino, attr->st_size,
+				  fi);
 	if (!rc && (to_set & FUSE_SET_ATTR_SIZE))
 		rc = do_getattr(ino, &cur, &timeout);
 	if (rc)
@@ -836,6 +868,49 @@ static void set_open_flags(struct fuse_file_info *fi, struct rfs_handle *h)
 	fi->noflush = h->kind != RFS_H_WRITE;
 }
 
+static void reply_open(fuse_req_t req, struct fuse_file_info *fi,
+		       struct rfs_handle *h)
+{
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		rfs_handle_free(h); /* interrupted: no RELEASE will come */
+}
+
+struct open_reply {
+	fuse_req_t req;
+	struct fuse_file_info fi;
+	struct rfs_handle *h;
+};
+
+static void send_open(void *arg)
+{
+	struct open_reply *o = arg;
+
+	reply_open(o->req, &o->fi, o->h);
+	free(o);
+}
+
+/*
+ * A write open that made the inode a writer's queued the invalidation of
+ * its name's entry (handle.c): the reply waits for it, so that nobody's
+ * stat of the path shows this writer's pending size. The kernel holds no
+ * lock across an OPEN (the writeback cache, under which it holds the
+ * inode's for O_TRUNC, is off: rfs_ll_init()), so the wait is safe.
+ */
+static void reply_open_later(fuse_req_t req, struct fuse_file_info *fi,
+			     struct rfs_handle *h)
+{
+	struct open_reply *o = malloc(sizeof(*o));
+
+	if (!o) {
+		reply_open(req, fi, h);
+		return;
+	}
+	o->req = req;
+	o->fi = *fi;
+	o->h = h;
+	rfs_kinval_then(send_open, o);
+}
+
 static void rfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 			struct fuse_file_info *fi)
 {
@@ -858,8 +933,10 @@ static void rfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 		return;
 	}
 	set_open_flags(fi, h);
-	if (fuse_reply_open(req, fi) == -ENOENT)
-		rfs_handle_free(h); /* interrupted: no RELEASE will come */
+	if (h->kind == RFS_H_WRITE)
+		reply_open_later(req, fi, h);
+	else
+		reply_open(req, fi, h);
 }
 
 /*
@@ -1019,7 +1096,12 @@ static void rfs_ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	fuse_reply_write(req, size);
 }
 
-/* close(): the commit, whose error close() returns. */
+/*
+ * close(): the commit, whose error close() returns. The reply goes out
+ * once the kernel has been told to drop the entry of the changed name
+ * (kinval.c), which the commit queued: a stat or open after close()
+ * looks the name up again.
+ */
 static void rfs_ll_flush(fuse_req_t req, fuse_ino_t ino,
 			 struct fuse_file_info *fi)
 {
@@ -1027,9 +1109,14 @@ static void rfs_ll_flush(fuse_req_t req, fuse_ino_t ino,
 	int rc = 0;
 
 	(void)ino;
-	if (h && h->kind == RFS_H_WRITE)
-		rc = rfs_whandle_commit(h, false);
-	reply_err(req, rc);
+	if (!h || h->kind != RFS_H_WRITE) {
+		reply_err(req, rc);
+		return;
+	}
+	rc = rfs_whandle_commit(h, false);
+	if (rc < 0)
+		rfs_count(RFS_C_ERRORS, 1);
+	rfs_kinval_reply(req, rc);
 }
 
 static void rfs_ll_release(fuse_req_t req, fuse_ino_t ino,
@@ -1166,14 +1253,24 @@ static bool list_entry(enum listing l, fuse_ino_t self,
 	return true;
 }
 
-/* Adds one entry at *pos; false when it does not fit. */
+/*
+ * Adds one entry at *pos; false when it does not fit. plus (READDIRPLUS):
+ * without attributes (node id 0: the kernel makes no dentry of it and
+ * counts no lookup).
+ */
 static bool add_dent(fuse_req_t req, char *buf, size_t size, size_t *pos,
-		     const char *name, fuse_ino_t ino, mode_t mode, off_t next)
+		     const char *name, fuse_ino_t ino, mode_t mode, off_t next,
+		     bool plus)
 {
-	struct stat st = {.st_ino = ino, .st_mode = mode};
-	size_t n = fuse_add_direntry(req, buf + *pos, size - *pos, name, &st,
-				     next);
+	struct fuse_entry_param e = {.attr = {.st_ino = ino, .st_mode = mode}};
+	size_t n;
 
+	if (plus)
+		n = fuse_add_direntry_plus(req, buf + *pos, size - *pos, name,
+					   &e, next);
+	else
+		n = fuse_add_direntry(req, buf + *pos, size - *pos, name,
+				      &e.attr, next);
 	if (n > size - *pos)
 		return false;
 	*pos += n;
@@ -1181,7 +1278,7 @@ static bool add_dent(fuse_req_t req, char *buf, size_t size, size_t *pos,
 }
 
 static size_t readdir_fixed(fuse_req_t req, enum listing l, fuse_ino_t self,
-			    char *buf, size_t size, off_t off)
+			    char *buf, size_t size, off_t off, bool plus)
 {
 	struct rfs_table *t = rfs_table_ref();
 	size_t pos = 0;
@@ -1189,7 +1286,7 @@ static size_t readdir_fixed(fuse_req_t req, enum listing l, fuse_ino_t self,
 
 	for (; list_entry(l, self, t, off, &d); off++)
 		if (!add_dent(req, buf, size, &pos, d.name, d.ino, d.mode,
-			      off + 1))
+			      off + 1, plus))
 			break;
 	rfs_table_unref(t);
 	return pos;
@@ -1204,7 +1301,53 @@ struct list_ctx {
 	uint64_t skip;	/* keys to pass over first */
 	off_t next_off; /* d_off of the next key */
 	struct rfs_dhandle *d;
+	bool plus; /* READDIRPLUS: entries with their inodes */
+	pid_t pid; /* of the caller, for rfs_inode_lookup_key() */
 };
+
+/*
+ * A READDIRPLUS entry for a key: its inode for the listed row, exactly
+ * as LOOKUP makes it (lookup_key(); under the name's lock), counted once.
+ * The kernel holds the directory's lock across the READDIRPLUS, so an
+ * unlink or rename through the mount cannot interleave; a commit or an
+ * outside change that does queues an invalidation of the name, which the
+ * kernel serves after the listing (kinval.c). false when it does not fit.
+ */
+static bool add_key_plus(struct list_ctx *c, const char *name, size_t klen,
+			 const struct store_meta *meta, off_t next)
+{
+	struct fuse_entry_param e;
+	struct rfs_perms p;
+	struct rfs_names l;
+	enum rfs_kclass cls;
+	fuse_ino_t ino;
+	struct stat st;
+	double timeout = KEY_TIMEOUT;
+	size_t n;
+	int rc;
+
+	rfs_names_lock(&l, c->d->region, name, klen, false);
+	rc = rfs_inode_lookup_key(c->d->region, name, klen, meta, c->pid, false,
+				  &ino, &cls);
+	rfs_names_unlock(&l);
+	if (rc) /* no memory: an entry without attributes */
+		return add_dent(c->req, c->buf, c->size, &c->pos, name,
+				RFS_UNKNOWN_INO, S_IFREG, next, true);
+	if (cls == RFS_K_WRITE)
+		timeout = 0; /* live attributes, as lookup_key() */
+	rfs_region_perms(c->d->region, &p);
+	memset(&e, 0, sizeof(e));
+	key_attr(&st, ino, meta, 1, &p);
+	fill_entry(&e, &st, timeout, timeout);
+	n = fuse_add_direntry_plus(c->req, c->buf + c->pos, c->size - c->pos,
+				   name, &e, next);
+	if (n > c->size - c->pos) {
+		rfs_inode_forget(ino, 1); /* not sent */
+		return false;
+	}
+	c->pos += n;
+	return true;
+}
 
 static int list_cb(void *ctx, const void *key, size_t klen,
 		   const struct store_meta *meta)
@@ -1213,7 +1356,6 @@ static int list_cb(void *ctx, const void *key, size_t klen,
 	char name[REGION_MAX_KEY + 1];
 	fuse_ino_t ino;
 
-	(void)meta;
 	if (c->skip) {
 		c->skip--;
 		c->next_off++;
@@ -1223,10 +1365,16 @@ static int list_cb(void *ctx, const void *key, size_t klen,
 		return 0; /* not a name we can show */
 	memcpy(name, key, klen);
 	name[klen] = '\0';
-	ino = rfs_inode_peek(c->d->region, key, klen);
-	if (!add_dent(c->req, c->buf, c->size, &c->pos, name,
-		      ino ? ino : RFS_UNKNOWN_INO, S_IFREG, c->next_off))
-		return 1; /* full: the cursor stays on the last one */
+	if (c->plus) {
+		if (!add_key_plus(c, name, klen, meta, c->next_off))
+			return 1; /* full: the cursor stays on the last one */
+	} else {
+		ino = rfs_inode_peek(c->d->region, key, klen);
+		if (!add_dent(c->req, c->buf, c->size, &c->pos, name,
+			      ino ? ino : RFS_UNKNOWN_INO, S_IFREG, c->next_off,
+			      false))
+			return 1; /* full: the cursor stays on the last one */
+	}
 	memcpy(c->d->last, key, klen);
 	c->d->last_len = klen;
 	c->d->last_off = c->next_off++;
@@ -1240,17 +1388,24 @@ static int list_cb(void *ctx, const void *key, size_t klen,
  * start and skips.
  */
 static int readdir_region(fuse_req_t req, fuse_ino_t ino, struct rfs_dhandle *d,
-			  char *buf, size_t size, off_t off, size_t *pos)
+			  char *buf, size_t size, off_t off, size_t *pos,
+			  bool plus)
 {
-	struct list_ctx c = {.req = req, .buf = buf, .size = size, .d = d};
+	struct list_ctx c = {.req = req,
+			     .buf = buf,
+			     .size = size,
+			     .d = d,
+			     .plus = plus,
+			     .pid = fuse_req_ctx(req)->pid};
 	const void *after = NULL;
 	size_t alen = 0;
 	int rc;
 
-	if (off == 0 && !add_dent(req, buf, size, &c.pos, ".", ino, S_IFDIR, 1))
+	if (off == 0 &&
+	    !add_dent(req, buf, size, &c.pos, ".", ino, S_IFDIR, 1, plus))
 		goto out;
-	if (off <= 1 &&
-	    !add_dent(req, buf, size, &c.pos, "..", RFS_INO_ROOT, S_IFDIR, 2))
+	if (off <= 1 && !add_dent(req, buf, size, &c.pos, "..", RFS_INO_ROOT,
+				  S_IFDIR, 2, plus))
 		goto out;
 	c.next_off = off <= 2 ? 3 : off + 1;
 	if (off > 2 && d->last_len && d->last_off == off) {
@@ -1269,8 +1424,8 @@ out:
 	return 0;
 }
 
-static void rfs_ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
-			   off_t off, struct fuse_file_info *fi)
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi, bool plus)
 {
 	struct rfs_handle *h = (struct rfs_handle *)fi->fh;
 	char *buf = malloc(size ? size : 1);
@@ -1281,20 +1436,41 @@ static void rfs_ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
 	if (!buf)
 		rc = -ENOMEM;
 	else if (h && h->kind == RFS_H_DIR)
-		rc = readdir_region(req, ino, &h->u.d, buf, size, off, &pos);
+		rc = readdir_region(req, ino, &h->u.d, buf, size, off, &pos,
+				    plus);
 	else if (ino == RFS_INO_ROOT)
-		pos = readdir_fixed(req, LIST_ROOT, ino, buf, size, off);
+		pos = readdir_fixed(req, LIST_ROOT, ino, buf, size, off, plus);
 	else if (ino == RFS_INO_VDIR)
-		pos = readdir_fixed(req, LIST_VDIR, ino, buf, size, off);
+		pos = readdir_fixed(req, LIST_VDIR, ino, buf, size, off, plus);
 	else if (ino == RFS_INO_VREGIONS)
-		pos = readdir_fixed(req, LIST_VREGIONS, ino, buf, size, off);
+		pos = readdir_fixed(req, LIST_VREGIONS, ino, buf, size, off,
+				    plus);
 	else
-		pos = readdir_fixed(req, LIST_VREGION, ino, buf, size, off);
+		pos = readdir_fixed(req, LIST_VREGION, ino, buf, size, off,
+				    plus);
 	if (rc)
 		reply_err(req, rc);
 	else
 		fuse_reply_buf(req, buf, pos);
 	free(buf);
+}
+
+static void rfs_ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+			   off_t off, struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, false);
+}
+
+/*
+ * READDIRPLUS (the kernel asks for it on a listing's first batch, and
+ * for the rest when the listed names are being looked up, as ls -l
+ * does): the keys come with their inodes and attributes, so ls -l needs
+ * no LOOKUP per key; their entries are cached like LOOKUP's.
+ */
+static void rfs_ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			       off_t off, struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, true);
 }
 
 static void rfs_ll_releasedir(fuse_req_t req, fuse_ino_t ino,
@@ -1405,6 +1581,7 @@ const struct fuse_lowlevel_ops rfs_ops = {
 	.fsync = rfs_ll_fsync,
 	.opendir = rfs_ll_opendir,
 	.readdir = rfs_ll_readdir,
+	.readdirplus = rfs_ll_readdirplus,
 	.releasedir = rfs_ll_releasedir,
 	.fsyncdir = rfs_ll_fsyncdir,
 	.statfs = rfs_ll_statfs,

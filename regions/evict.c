@@ -55,10 +55,9 @@
 
 #include "region_int.h"
 
-#define S3_MAX_FREQ	  3
-#define S3_EXAMINE_MAX	  1024 /* entries one eviction may examine */
-#define S3_GHOST_MIN_CAP  64
-#define GHOST_MIN_BUCKETS 16
+#define S3_MAX_FREQ	 3
+#define S3_EXAMINE_MAX	 1024 /* entries one eviction may examine */
+#define S3_GHOST_MIN_CAP 64
 
 #define entry_of(n) region__container_of(n, struct entry, qnode)
 
@@ -97,63 +96,125 @@ static void lru_reset_locked(struct stripe *s)
 	(void)s;
 }
 
-/* ---- ghost: a FIFO of hashes with a chained index --------------------- */
+/* ---- ghost: a FIFO ring of fingerprints with a probing index --------- */
 
-static struct ghost_node **ghost_slot(struct ghost *g, uint64_t hash)
+static uint32_t ghost_fp(uint64_t hash)
 {
-	struct ghost_node **pp = &g->buckets[hash & g->mask];
+	uint32_t fp = (uint32_t)(hash >> 20); /* not the stripe's top bits */
 
-	while (*pp && (*pp)->hash != hash)
-		pp = &(*pp)->hnext;
-	return pp;
+	return fp ? fp : 1;
 }
 
-static void ghost_grow(struct ghost *g)
+static size_t ghost_home(const struct ghost *g, uint32_t fp)
 {
-	size_t n = g->buckets ? (g->mask + 1) * 2 : GHOST_MIN_BUCKETS, i;
-	struct ghost_node **nb = calloc(n, sizeof(*nb));
+	return (uint32_t)(fp * 2654435761u) >> (32 - g->ibits);
+}
 
-	if (!nb)
-		return; /* keep longer chains */
-	for (i = 0; g->buckets && i <= g->mask; i++) {
-		struct ghost_node *gn = g->buckets[i], *next;
+/* The index slot holding fp's ring position, or NULL. */
+static uint32_t *ghost_find(struct ghost *g, uint32_t fp)
+{
+	size_t mask = ((size_t)1 << g->ibits) - 1, i = ghost_home(g, fp);
 
-		for (; gn; gn = next) {
-			next = gn->hnext;
-			gn->hnext = nb[gn->hash & (n - 1)];
-			nb[gn->hash & (n - 1)] = gn;
+	for (; g->index[i]; i = (i + 1) & mask) {
+		if (g->ring[g->index[i] - 1].fp == fp)
+			return &g->index[i];
+	}
+	return NULL;
+}
+
+/* Empties index slot *slot, shifting its cluster back (no tombstones). */
+static void ghost_index_del(struct ghost *g, uint32_t *slot)
+{
+	size_t mask = ((size_t)1 << g->ibits) - 1;
+	size_t i = (size_t)(slot - g->index), j = i, k;
+
+	for (;;) {
+		j = (j + 1) & mask;
+		if (!g->index[j])
+			break;
+		k = ghost_home(g, g->ring[g->index[j] - 1].fp);
+		/* may the record at j move back to i (is i between its home
+		 * k and j, cyclically)? */
+		if (i <= j ? (k <= i || k > j) : (k <= i && k > j)) {
+			g->index[i] = g->index[j];
+			i = j;
 		}
 	}
-	free(g->buckets);
-	g->buckets = nb;
-	g->mask = n - 1;
+	g->index[i] = 0;
 }
 
-/* Unlinks gn from index and FIFO; the caller frees or reuses it. */
-static void ghost_unlink(struct ghost *g, struct ghost_node *gn)
+/* Forgets the live record behind index slot *slot. */
+static void ghost_forget(struct ghost *g, uint32_t *slot)
 {
-	struct ghost_node **pp = &g->buckets[gn->hash & g->mask];
+	struct ghost_rec *rec = &g->ring[*slot - 1];
 
-	while (*pp != gn)
-		pp = &(*pp)->hnext;
-	*pp = gn->hnext;
-	rlist_del(&gn->qnode);
+	ghost_index_del(g, slot);
 	g->n--;
-	g->bytes -= gn->charge;
+	g->bytes -= rec->charge;
+	rec->fp = 0; /* a hole until the head passes it */
+}
+
+/* Drops the oldest record (skipping holes); false if none is left. */
+static bool ghost_drop_oldest(struct ghost *g)
+{
+	while (g->head != g->tail) {
+		struct ghost_rec *rec = &g->ring[g->head & g->rmask];
+
+		g->head++;
+		if (rec->fp) {
+			uint32_t *slot = ghost_find(g, rec->fp);
+
+			/* the oldest record of that fingerprint is this one */
+			if (slot && g->ring + (*slot - 1) == rec)
+				ghost_forget(g, slot);
+			else
+				rec->fp = 0; /* (a duplicate fingerprint) */
+			return true;
+		}
+	}
+	return false;
+}
+
+void region__ghost_release(struct ghost *g)
+{
+	free(g->ring);
+	free(g->index);
+	memset(g, 0, sizeof(*g));
+}
+
+/* Sizes the ring for cap records: true if it is usable. */
+static bool ghost_fit(struct ghost *g, uint64_t cap)
+{
+	uint64_t want = 16;
+
+	while (want < cap && want < ((uint64_t)1 << 30))
+		want *= 2;
+	if (g->ring && want <= (uint64_t)g->rmask + 1 &&
+	    want * 4 > (uint64_t)g->rmask + 1)
+		return true;
+	region__ghost_release(g); /* start again at the new size */
+	g->ring = malloc(want * sizeof(*g->ring));
+	g->index = calloc(want * 2, sizeof(*g->index));
+	if (!g->ring || !g->index) {
+		region__ghost_release(g);
+		return false; /* a ghost is a hint */
+	}
+	g->rmask = (uint32_t)(want - 1);
+	g->ibits = (uint32_t)__builtin_ctzll(want * 2);
+	return true;
 }
 
 /* Forgets hash if remembered; true if it was. */
 static bool ghost_take(struct ghost *g, uint64_t hash)
 {
-	struct ghost_node *gn;
+	uint32_t *slot;
 
 	if (!g->n)
 		return false;
-	gn = *ghost_slot(g, hash);
-	if (!gn)
+	slot = ghost_find(g, ghost_fp(hash));
+	if (!slot)
 		return false;
-	ghost_unlink(g, gn);
-	free(gn);
+	ghost_forget(g, slot);
 	return true;
 }
 
@@ -181,47 +242,33 @@ static void ghost_caps(const struct stripe *s, uint64_t *n, uint64_t *bytes)
 static void ghost_add(struct stripe *s, uint64_t hash, uint64_t charge)
 {
 	struct ghost *g = &s->ghost;
-	struct ghost_node *gn = NULL;
+	uint32_t fp = ghost_fp(hash), *slot;
 	uint64_t cap_n, cap_b;
-	struct rlist *t;
+	size_t i, mask;
 
 	ghost_caps(s, &cap_n, &cap_b);
-	if (cap_n == 0 || charge > cap_b)
+	if (cap_n == 0 || charge > cap_b || !ghost_fit(g, cap_n))
 		return;
-	while (g->n && (g->n + 1 > cap_n || g->bytes + charge > cap_b)) {
-		t = rlist_tail(&g->fifo);
-		free(gn);
-		gn = region__container_of(t, struct ghost_node, qnode);
-		ghost_unlink(g, gn);
-	}
-	if (!gn && !(gn = malloc(sizeof(*gn))))
-		return; /* a ghost is a hint; losing one costs a hit at most */
-	if (g->n >= g->mask + 1 || !g->buckets)
-		ghost_grow(g);
-	if (!g->buckets) {
-		free(gn);
-		return;
-	}
-	gn->hash = hash;
-	gn->charge = charge;
-	gn->hnext = g->buckets[hash & g->mask];
-	g->buckets[hash & g->mask] = gn;
-	rlist_add_head(&g->fifo, &gn->qnode);
+	if (charge > UINT32_MAX)
+		charge = UINT32_MAX; /* the ghost's own accounting */
+	/* an older record of the same fingerprint goes: one per key */
+	if (g->n && (slot = ghost_find(g, fp)))
+		ghost_forget(g, slot);
+	while (g->n && (g->n + 1 > cap_n || g->bytes + charge > cap_b))
+		ghost_drop_oldest(g);
+	while (g->tail - g->head > g->rmask) /* ring full (of holes) */
+		ghost_drop_oldest(g);
+	i = g->tail & g->rmask;
+	g->ring[i].fp = fp;
+	g->ring[i].charge = (uint32_t)charge;
+	g->tail++;
+	mask = ((size_t)1 << g->ibits) - 1;
+	for (slot = &g->index[ghost_home(g, fp)]; *slot;
+	     slot = &g->index[(size_t)(slot - g->index + 1) & mask])
+		;
+	*slot = (uint32_t)i + 1;
 	g->n++;
 	g->bytes += charge;
-}
-
-void region__ghost_release(struct ghost *g)
-{
-	struct rlist *t;
-
-	while ((t = rlist_tail(&g->fifo))) {
-		rlist_del(t);
-		free(region__container_of(t, struct ghost_node, qnode));
-	}
-	free(g->buckets);
-	memset(g, 0, sizeof(*g));
-	rlist_init(&g->fifo);
 }
 
 /* ---- S3-FIFO ---------------------------------------------------------- */
@@ -241,11 +288,11 @@ static void s3_push(struct stripe *s, struct entry *e, enum entry_queue q)
 	if (q == ENTRY_Q_SMALL) {
 		rlist_add_head(&s->small, &e->qnode);
 		s->small_n++;
-		s->small_bytes += e->charge;
+		s->small_bytes += region__entry_charge(e);
 	} else {
 		rlist_add_head(&s->main, &e->qnode);
 		s->main_n++;
-		s->main_bytes += e->charge;
+		s->main_bytes += region__entry_charge(e);
 	}
 }
 
@@ -254,11 +301,11 @@ static void s3_remove_locked(struct stripe *s, struct entry *e)
 	rlist_del(&e->qnode);
 	if (e->queue == ENTRY_Q_SMALL) {
 		s->small_n--;
-		s->small_bytes -= e->charge;
+		s->small_bytes -= region__entry_charge(e);
 	} else {
 		assert(e->queue == ENTRY_Q_MAIN);
 		s->main_n--;
-		s->main_bytes -= e->charge;
+		s->main_bytes -= region__entry_charge(e);
 	}
 	e->queue = ENTRY_Q_NONE;
 }
@@ -266,7 +313,7 @@ static void s3_remove_locked(struct stripe *s, struct entry *e)
 static void s3_insert_locked(struct stripe *s, struct entry *e)
 {
 	atomic_store_explicit(&e->freq, 0, memory_order_relaxed);
-	if (ghost_take(&s->ghost, e->hash))
+	if (ghost_take(&s->ghost, region__entry_hash(e)))
 		s3_push(s, e, ENTRY_Q_MAIN);
 	else
 		s3_push(s, e, ENTRY_Q_SMALL);
@@ -349,7 +396,7 @@ static bool s3_evict_small(struct region *r, struct stripe *s,
 				s3_evict_main(r, s, grave, examined);
 			continue;
 		}
-		ghost_add(s, e->hash, e->charge);
+		ghost_add(s, region__entry_hash(e), region__entry_charge(e));
 		region__evict_locked(r, s, e, grave);
 		return true;
 	}

@@ -97,56 +97,66 @@ static bool stale_guard_on(void)
 /*
  * Bytes of every live value (data plus header), cached or only referenced
  * by readers: what the daemon's global memory limit measures. Touched on
- * create and free only, never on a hit.
+ * create and free only, never on a hit, but that is every miss and every
+ * eviction: so one counter per thread slot (seed 003: one shared counter
+ * is a line every thread writes), summed on read. A value freed by
+ * another thread than the one that made it leaves one slot negative and
+ * another positive; the sum is exact.
  */
-static atomic_uint_fast64_t live_value_bytes;
+struct region_vbytes region__live_value_bytes[REGION_STAT_SLOTS];
 
 uint64_t region_values_bytes(void)
 {
-	return atomic_load_explicit(&live_value_bytes, memory_order_relaxed);
+	int64_t sum = 0;
+	unsigned i;
+
+	for (i = 0; i < REGION_STAT_SLOTS; i++)
+		sum += atomic_load_explicit(&region__live_value_bytes[i].b,
+					    memory_order_relaxed);
+	return sum > 0 ? (uint64_t)sum : 0;
+}
+
+/* A value header of the given kind for len bytes, one reference. */
+static void value_init(struct region_value *v, enum value_kind kind, size_t len)
+{
+	atomic_init(&v->refs, 1);
+	v->kind = (uint8_t)kind;
+	v->back = 0;
+	region__vlen_set(v, len);
+	v->mtime_ns = 0;
+	v->version = 0;
+	v->tag = 0;
 }
 
 struct region_value *region_value_create(const void *data, size_t len)
 {
 	struct region_value *v;
 
-	if (len > SIZE_MAX - sizeof(*v))
+	if (len > REGION_VALUE_MAX_LEN)
 		return NULL;
-	v = malloc(sizeof(*v) + len);
+	v = malloc(REGION_VALUE_HDR + len);
 	if (!v)
 		return NULL;
-	atomic_init(&v->refs, 1);
-	v->kind = VALUE_INLINE;
-	v->back = 0;
-	v->len = len;
-	v->mtime_ns = 0;
-	v->version = 0;
-	v->tag = 0;
+	value_init(v, VALUE_INLINE, len);
 	if (len)
 		memcpy(v->inline_data, data, len);
-	atomic_fetch_add_explicit(&live_value_bytes, sizeof(*v) + len,
-				  memory_order_relaxed);
+	region__values_account((int64_t)(REGION_VALUE_HDR + len));
 	return v;
 }
 
 struct region_value *region_value_adopt(void *buf, size_t len)
 {
-	struct region_value *v = malloc(sizeof(*v) + sizeof(void *));
+	struct region_value *v = NULL;
 
+	if (len <= REGION_VALUE_MAX_LEN)
+		v = malloc(REGION_VALUE_HDR + sizeof(void *));
 	if (!v) {
 		free(buf);
 		return NULL;
 	}
-	atomic_init(&v->refs, 1);
-	v->kind = buf ? VALUE_ADOPTED : VALUE_INLINE;
-	v->back = 0;
-	v->len = buf ? len : 0;
+	value_init(v, buf ? VALUE_ADOPTED : VALUE_INLINE, buf ? len : 0);
 	memcpy(v->inline_data, &buf, sizeof(buf));
-	v->mtime_ns = 0;
-	v->version = 0;
-	v->tag = 0;
-	atomic_fetch_add_explicit(&live_value_bytes, sizeof(*v) + v->len,
-				  memory_order_relaxed);
+	region__values_account((int64_t)(REGION_VALUE_HDR + region__vlen(v)));
 	return v;
 }
 
@@ -154,7 +164,7 @@ const void *region_value_data(const struct region_value *v)
 {
 	void *p;
 
-	if (v->kind != VALUE_ADOPTED)
+	if (v->kind != VALUE_ADOPTED && v->kind != VALUE_INDIRECT)
 		return v->inline_data;
 	memcpy(&p, v->inline_data, sizeof(p));
 	return p;
@@ -162,7 +172,7 @@ const void *region_value_data(const struct region_value *v)
 
 size_t region_value_len(const struct region_value *v)
 {
-	return v->len;
+	return region__vlen(v);
 }
 
 void region_value_set_meta(struct region_value *v, int64_t mtime_ns,
@@ -197,22 +207,29 @@ struct region_value *region_value_ref(struct region_value *v)
 	return region__value_ref(v);
 }
 
-void region__values_account(int64_t delta)
-{
-	atomic_fetch_add_explicit(&live_value_bytes, (uint64_t)delta,
-				  memory_order_relaxed);
-}
-
 void region__value_free(struct region_value *v)
 {
-	atomic_fetch_sub_explicit(&live_value_bytes, sizeof(*v) + v->len,
-				  memory_order_relaxed);
-	if (v->kind == VALUE_EMBEDDED) {
+	struct region_value *target;
+
+	switch (v->kind) {
+	case VALUE_EMBEDDED:
+		region__values_account(
+			-(int64_t)(REGION_VALUE_HDR + region__vlen(v)));
 		free((char *)v - v->back); /* the entry's block */
 		return;
-	}
-	if (v->kind == VALUE_ADOPTED)
+	case VALUE_INDIRECT:
+		memcpy(&target, v->inline_data + sizeof(void *),
+		       sizeof(target));
+		region__values_account(
+			-(int64_t)(REGION_VALUE_HDR + 2 * sizeof(void *)));
+		free((char *)v - v->back); /* the entry's block */
+		region_value_unref(target);
+		return;
+	case VALUE_ADOPTED:
 		free((void *)region_value_data(v));
+		break;
+	}
+	region__values_account(-(int64_t)(REGION_VALUE_HDR + region__vlen(v)));
 	free(v);
 }
 
@@ -495,13 +512,16 @@ static uint64_t mono_ns(void)
  * malloc nor free a flight. Freed at thread exit by a key destructor.
  */
 static __thread struct region_flight *spare_flight;
+static __thread bool spare_registered; /* the key's destructor will run */
 static pthread_key_t spare_key;
 static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
 
 static void spare_free(void *arg)
 {
-	free(arg);
+	(void)arg;
+	free(spare_flight);
 	spare_flight = NULL;
+	spare_registered = false; /* a later flight_free() registers again */
 }
 
 static void spare_key_init(void)
@@ -511,10 +531,14 @@ static void spare_key_init(void)
 
 static void flight_free(struct region_flight *fl)
 {
-	if (!spare_flight) {
+	if (region__unlikely(!spare_registered)) {
+		/* once per thread: a non-NULL value makes the destructor run */
 		pthread_once(&spare_once, spare_key_init);
+		pthread_setspecific(spare_key, (void *)1);
+		spare_registered = true;
+	}
+	if (!spare_flight) {
 		spare_flight = fl;
-		pthread_setspecific(spare_key, fl);
 		return;
 	}
 	free(fl);
@@ -527,7 +551,6 @@ static struct region_flight *flight_create(uint64_t hash, const void *key,
 
 	if (fl) {
 		spare_flight = NULL;
-		pthread_setspecific(spare_key, NULL);
 	} else {
 		fl = malloc(sizeof(*fl) + REGION_MAX_KEY);
 		if (!fl)
@@ -688,7 +711,7 @@ static int miss_locked(struct region *r, struct stripe *s, uint64_t h,
 	struct region_flight **fp;
 
 	if (e && !region__entry_live(s, e)) {
-		region__unlink_locked(s, e, NULL); /* invalidated by gen */
+		region__unlink_hash_locked(s, e, h); /* invalidated by gen */
 		e = NULL;
 	}
 	if (e) {
@@ -696,7 +719,7 @@ static int miss_locked(struct region *r, struct stripe *s, uint64_t h,
 		enum region_expiry why = region__expired(s, e, now);
 
 		if (why == REGION_LIVE) {
-			*out = region__value_ref(e->val);
+			*out = region__value_ref(region__entry_val(e));
 			region__touch_time(s, e, now);
 			s->ops->touch_locked(s, e);
 			return REGION_HIT;
@@ -774,7 +797,7 @@ static struct region_value *get_fast(struct region *r, struct stripe *s,
 			region__touch_time(s, e, now);
 	}
 	if (region__likely(e != NULL)) {
-		v = region__value_ref_hit(e->val);
+		v = region__value_ref_hit(region__entry_val(e));
 		if (ops->access)
 			ops->access(s, e);
 	}
@@ -807,12 +830,13 @@ int region_get(struct region *r, const void *key, size_t klen,
 	return REGION_HIT;
 }
 
-/* Does v fit the stripe? Lock held. */
+/* Does e's value fit the stripe? Lock held. */
 static bool cacheable_locked(const struct stripe *s, const struct entry *e)
 {
-	if (s->max_value_size && e->val->len > s->max_value_size)
+	if (s->max_value_size &&
+	    region__vlen(region__entry_val(e)) > s->max_value_size)
 		return false;
-	return e->charge <= s->quota_bytes;
+	return region__entry_charge(e) <= s->quota_bytes;
 }
 
 /* May e be installed for fl's key (not poisoned, not too big)? Counts the
@@ -840,12 +864,12 @@ static void install_locked(struct region *r, struct stripe *s,
 	/* cannot exist while the flight was attached; replace if it does */
 	old = region__stripe_find(s, fl->hash, fl->key, fl->klen);
 	if (old)
-		region__unlink_locked(s, old, NULL);
+		region__unlink_hash_locked(s, old, fl->hash);
 	/* bounded: excess left by a lowered limit goes in later holds (half
 	 * the hold's budget: the link may migrate table buckets too) */
-	region__make_room_locked(r, s, true, e->charge, REGION_SWEEP_BATCH / 2,
-				 NULL);
-	region__link_locked(s, e, region_now_ms());
+	region__make_room_locked(r, s, true, region__entry_charge(e),
+				 REGION_SWEEP_BATCH / 2, NULL);
+	region__link_locked(s, e, fl->hash, region_now_ms());
 	region__count(r, ST_INSTALLS, 1);
 }
 
@@ -880,7 +904,7 @@ int region_flight_done(struct region *r, struct region_flight *fl, int rc,
 		/* a copy in the entry, or no reference yet: taken below,
 		 * with the waiters', in one atomic add; NULL just skips the
 		 * install */
-		e = region__entry_create(fl->hash, fl->key, fl->klen, v);
+		e = region__entry_create(fl->key, fl->klen, v);
 	}
 	count_load(r, fl, rc);
 	region__stripe_wrlock(s);
@@ -888,13 +912,10 @@ int region_flight_done(struct region *r, struct region_flight *fl, int rc,
 		detach_locked(s, fl);
 	waiters = fl->waiters; /* detached: nobody can join any more */
 	if (e && !installable_locked(r, s, fl, e)) {
-		if (e->val != v) /* a copy, never published */
-			region__values_account(
-				-(int64_t)(sizeof(*v) + e->val->len));
-		free(e); /* never linked, holds no reference */
+		region__entry_discard(e); /* never linked, took no reference */
 		e = NULL;
 	}
-	refs = (e && e->val == v) + (v && waiters);
+	refs = (e && region__entry_indirect(e)) + (v && waiters);
 	if (refs)
 		atomic_fetch_add_explicit(&v->refs, refs, memory_order_relaxed);
 	if (e)
@@ -931,7 +952,7 @@ static struct region_value *peek_value(struct stripe *s, struct entry *e)
 	if (!e || !region__entry_live(s, e) ||
 	    (region__expiring(s) && region__expired(s, e, region_now_ms())))
 		return NULL;
-	return region_value_ref(e->val);
+	return region_value_ref(region__entry_val(e));
 }
 
 bool region_peek(struct region *r, const void *key, size_t klen,
@@ -1000,7 +1021,7 @@ void region_invalidate(struct region *r, const void *key, size_t klen,
 	region__stripe_wrlock(s);
 	e = region__stripe_find(s, h, key, klen);
 	if (e)
-		region__unlink_locked(s, e, NULL);
+		region__unlink_hash_locked(s, e, h);
 	fp = find_flight_locked(s, h, key, klen);
 	if (fp && stale_guard_on())
 		poison_at_locked(s, fp);

@@ -113,26 +113,46 @@ enum value_kind {
 	VALUE_INLINE = 0, /* data in inline_data[] */
 	VALUE_ADOPTED,	  /* inline_data[] holds a pointer to malloc'd data */
 	VALUE_EMBEDDED,	  /* inline_data[], in its entry's allocation */
+	VALUE_INDIRECT,	  /* in its entry's allocation; inline_data[] holds
+			     the data pointer and the value it belongs to,
+			     of which it owns one reference */
 };
 
 /*
- * 40 bytes of header. An installed value of at most REGION_EMBED_MAX
- * bytes is copied into its entry's allocation (one malloc per entry: key,
- * headers and value together); the block is freed with the last reference
- * to the value, which may outlive the entry.
+ * 36 bytes of header (REGION_VALUE_HDR: the data starts right after it,
+ * unaligned). Every cached value lives in its entry's allocation (one
+ * malloc per entry: entry, key, value header and data together): a value
+ * of at most REGION_EMBED_MAX bytes is copied there (EMBEDDED), a larger
+ * one is referenced from a header there (INDIRECT). The block is freed
+ * with the last reference to that header, which may outlive the entry.
+ * The length is 40 bits (len_lo + len_hi): values up to 1 TiB.
  */
 struct region_value {
-	atomic_uint refs; /* references; freed at zero */
-	uint8_t kind;	  /* enum value_kind; immutable */
-	uint16_t back;	  /* EMBEDDED: offset of the value in its block */
-	size_t len;	  /* immutable */
 	int64_t mtime_ns; /* set before publication, then immutable */
 	uint64_t version; /* set before publication, then immutable */
 	uint64_t tag;	  /* set before publication, then immutable */
-	alignas(8) unsigned char inline_data[];
+	atomic_uint refs; /* references; freed at zero */
+	uint32_t len_lo;  /* immutable; low 32 bits of the length */
+	uint16_t back;	  /* EMBEDDED, INDIRECT: offset in the block */
+	uint8_t kind;	  /* enum value_kind; immutable */
+	uint8_t len_hi;	  /* immutable; bits 32..39 of the length */
+	unsigned char inline_data[];
 };
 
-#define REGION_EMBED_MAX 4096 /* bytes copied into the entry at install */
+#define REGION_VALUE_HDR     offsetof(struct region_value, inline_data)
+#define REGION_VALUE_MAX_LEN ((((uint64_t)1) << 40) - 1)
+#define REGION_EMBED_MAX     4096 /* bytes copied into the entry at install */
+
+static inline size_t region__vlen(const struct region_value *v)
+{
+	return ((size_t)v->len_hi << 32) | v->len_lo;
+}
+
+static inline void region__vlen_set(struct region_value *v, size_t len)
+{
+	v->len_lo = (uint32_t)len;
+	v->len_hi = (uint8_t)((uint64_t)len >> 32);
+}
 
 /* ---- entries --------------------------------------------------------- */
 
@@ -146,16 +166,22 @@ enum entry_queue {
 };
 
 /*
- * One cached key. Linked in exactly one stripe's table and eviction state
- * while cached. Unlinked entries are retired: marked dead, kept allocated
- * (and still walkable by readers already on the chain) until the epoch
- * grace period has passed, then freed. Readers never keep an entry
- * pointer past their epoch section: what they keep is a value reference.
+ * One cached key: 48 bytes, then the key, then (8-aligned) its value's
+ * header and data (region__entry_val()), all in one allocation. Linked in
+ * exactly one stripe's table and eviction state while cached. Unlinked
+ * entries are retired: marked dead, kept allocated (and still walkable by
+ * readers already on the chain) until the epoch grace period has passed,
+ * then the entry drops its reference to the value, and the block goes
+ * with the value's last reference. Readers never keep an entry pointer
+ * past their epoch section: what they keep is a value reference.
+ *
+ * What is not stored is derived: the hash from the key
+ * (region__entry_hash(), for table moves, unlinks and the policies'
+ * sketches and ghosts; a lookup compares klen and the key directly), the
+ * charge from klen and the value's length, the value from klen.
  */
 struct entry {
 	_Atomic(struct entry *) hnext; /* L: stripe; readers load acquire */
-	uint64_t hash;		       /* immutable */
-	struct region_value *val;      /* immutable; owns one reference */
 	union {
 		struct rlist qnode; /* P: while linked; policy list */
 		struct {
@@ -163,7 +189,6 @@ struct entry {
 			uint64_t epoch;	    /* L: stripe; retired at */
 		} retire;		    /* once unlinked */
 	};
-	uint64_t charge;		/* immutable; key + value bytes */
 	uint64_t install_ms;		/* immutable; start of the ttl */
 	atomic_uint_fast64_t access_ms; /* relaxed; last access, for tti */
 	uint32_t gen;			/* immutable; stripe generation */
@@ -173,6 +198,25 @@ struct entry {
 	uint8_t klen;			/* immutable; 1..REGION_MAX_KEY */
 	unsigned char key[];		/* immutable */
 };
+
+/* Where the value header of an entry with a klen-byte key starts. */
+static inline size_t region__entry_val_off(size_t klen)
+{
+	return (sizeof(struct entry) + klen + 7) & ~(size_t)7;
+}
+
+/* e's value (EMBEDDED or INDIRECT), which holds e's reference. */
+static inline struct region_value *region__entry_val(const struct entry *e)
+{
+	return (struct region_value *)((char *)e +
+				       region__entry_val_off(e->klen));
+}
+
+/* Bytes e is charged: key + value. */
+static inline uint64_t region__entry_charge(const struct entry *e)
+{
+	return (uint64_t)e->klen + region__vlen(region__entry_val(e));
+}
 
 /* ---- flights --------------------------------------------------------- */
 
@@ -201,20 +245,29 @@ struct region_flight {
 
 /* ---- ghost (S3-FIFO) ------------------------------------------------- */
 
-/* A recently evicted key, remembered by hash only. */
-struct ghost_node {
-	struct ghost_node *hnext; /* L: stripe; ghost hash chain */
-	struct rlist qnode;	  /* L: stripe; ghost FIFO */
-	uint64_t hash;
-	uint64_t charge;
+/*
+ * The keys recently evicted from S3-FIFO's small queue, as 32-bit
+ * fingerprints of their hashes: a FIFO ring of (fingerprint, charge)
+ * records and a linear-probing index of ring positions (at most half
+ * full, backward-shift deletion), about 16 bytes per remembered key and
+ * no allocation per key. A record taken out of the middle leaves a hole
+ * (fingerprint 0) that the head skips. Sized to the ghost's entry cap
+ * (a power of two); when the cap outgrows it, or falls to a quarter of it,
+ * the ghost starts again empty at the new size (a ghost is a hint).
+ */
+struct ghost_rec {
+	uint32_t fp;	 /* 0: a hole */
+	uint32_t charge; /* saturated at UINT32_MAX */
 };
 
 struct ghost {
-	struct ghost_node **buckets; /* L: stripe; power-of-two sized */
-	size_t mask;		     /* L: stripe; nbuckets - 1, or 0 */
-	struct rlist fifo;	     /* L: stripe; newest at the head */
-	uint64_t n;		     /* L: stripe */
-	uint64_t bytes;		     /* L: stripe; sum of charges */
+	struct ghost_rec *ring; /* L: stripe; rmask + 1 records, or NULL */
+	uint32_t *index;	/* L: stripe; ring position + 1, 0 empty */
+	uint32_t rmask;		/* L: stripe; ring size - 1 */
+	uint32_t ibits;		/* L: stripe; log2 of the index size */
+	uint32_t head, tail;	/* L: stripe; oldest record, next free */
+	uint64_t n;		/* L: stripe; live records */
+	uint64_t bytes;		/* L: stripe; sum of their charges */
 };
 
 /* ---- stripes --------------------------------------------------------- */
@@ -436,6 +489,12 @@ static inline uint64_t region__hash(const void *key, size_t len)
 	return region__mum(p1 ^ len, region__mum(a ^ p1, b ^ seed ^ p0));
 }
 
+/* The hash of e's key (not stored: recomputed, a few ns for short keys). */
+static inline uint64_t region__entry_hash(const struct entry *e)
+{
+	return region__hash(e->key, e->klen);
+}
+
 static inline struct stripe *region__stripe_of(const struct region *r,
 					       uint64_t hash)
 {
@@ -456,7 +515,8 @@ uint64_t region__epoch_now(void);
 uint64_t region__epoch_try_advance(void);
 /* Threads that have ever had a record (the cost of a scan). */
 unsigned region__epoch_nthreads(void);
-/* The epoch, read by a sequentially consistent RMW (a full barrier). */
+/* The epoch, read after a full barrier (the stores before it are visible
+ * to all before the load). */
 uint64_t region__epoch_stamp(void);
 #define REGION_EPOCH_PENDING (UINT64_MAX - 2) /* retired, not yet stamped */
 /* Something retired at epoch e can be freed once the epoch is >= e + 2. */
@@ -522,12 +582,30 @@ static inline bool region__key_eq(const unsigned char *a,
 	return region__rd64(a + len - 8) == region__rd64(b + len - 8);
 }
 
-static inline struct entry *region__chain_find(struct entry *e, uint64_t hash,
-					       const void *key, size_t klen)
+/*
+ * Walks a chain for key. No hash is stored to filter on: klen, then the
+ * key's last 8 bytes (keys that share a prefix, like file names, differ
+ * there first), then the whole key.
+ */
+static inline struct entry *region__chain_find(struct entry *e, const void *key,
+					       size_t klen)
 {
+	const unsigned char *k = key;
+	uint64_t tail;
+
+	if (klen < 8) {
+		for (; e; e = atomic_load_explicit(&e->hnext,
+						   memory_order_acquire)) {
+			if (e->klen == klen && memcmp(e->key, k, klen) == 0)
+				return e;
+		}
+		return NULL;
+	}
+	tail = region__rd64(k + klen - 8);
 	for (; e; e = atomic_load_explicit(&e->hnext, memory_order_acquire)) {
-		if (e->hash == hash && e->klen == klen &&
-		    region__key_eq(e->key, key, klen))
+		if (e->klen == klen &&
+		    region__rd64(e->key + klen - 8) == tail &&
+		    region__key_eq(e->key, k, klen))
 			return e;
 	}
 	return NULL;
@@ -549,12 +627,12 @@ static inline struct entry *region__stripe_find(const struct stripe *s,
 
 	e = region__chain_find(atomic_load_explicit(&t->b[hash & t->mask],
 						    memory_order_acquire),
-			       hash, key, klen);
+			       key, klen);
 	if (!e && o)
 		e = region__chain_find(
 			atomic_load_explicit(&o->b[hash & o->mask],
 					     memory_order_acquire),
-			hash, key, klen);
+			key, klen);
 	return e;
 }
 
@@ -568,25 +646,37 @@ static inline bool region__entry_live(const struct stripe *s,
 
 /*
  * A new entry for v, or NULL. A value of at most REGION_EMBED_MAX bytes is
- * copied into the entry's allocation: then e->val is the copy, holding the
- * entry's reference. Otherwise e->val is v and the entry owns no reference
- * to it yet: the caller takes one before linking. An entry never linked is
- * freed with free().
+ * copied into the entry's allocation; a larger one gets a header there
+ * that points at v's data (region__entry_indirect()) and that will own a
+ * reference to v, which the caller takes before linking. The entry's
+ * value header starts with one reference: the entry's. An entry never
+ * linked is dropped with region__entry_discard().
  */
-struct entry *region__entry_create(uint64_t hash, const void *key, size_t klen,
+struct entry *region__entry_create(const void *key, size_t klen,
 				   struct region_value *v);
+/* Does e's value point at the caller's value (a reference to take)? */
+static inline bool region__entry_indirect(const struct entry *e)
+{
+	return region__entry_val(e)->kind == VALUE_INDIRECT;
+}
+/* Frees an entry that was never linked (and took no reference). */
+void region__entry_discard(struct entry *e);
 
 /*
  * Links e into table, gauges and policy; stamps install/access times and
  * the generation. The caller has made room. Lock held.
  */
-void region__link_locked(struct stripe *s, struct entry *e, uint64_t now);
+void region__link_locked(struct stripe *s, struct entry *e, uint64_t hash,
+			 uint64_t now);
 /*
  * Unlinks e from everything and retires it (freed after the grace
  * period). grave is unused (kept for the policy seam). Lock held.
  */
 void region__unlink_locked(struct stripe *s, struct entry *e,
 			   struct entry **grave);
+/* The same for a caller that knows the hash of e's key. */
+void region__unlink_hash_locked(struct stripe *s, struct entry *e,
+				uint64_t hash);
 /* Unlinks e as a capacity eviction (counted). Lock held. */
 void region__evict_locked(struct region *r, struct stripe *s, struct entry *e,
 			  struct entry **grave);
@@ -724,8 +814,26 @@ static inline struct region_value *region__value_ref(struct region_value *v)
 
 /* Frees a value whose count reached zero. */
 void region__value_free(struct region_value *v);
+/* The bytes of live values, per thread slot (region.c). */
+struct region_vbytes {
+	alignas(REGION_CACHELINE) atomic_int_fast64_t b;
+};
+extern struct region_vbytes region__live_value_bytes[REGION_STAT_SLOTS];
+
 /* Adds delta to the bytes of live values (region_values_bytes()). */
-void region__values_account(int64_t delta);
+static inline void region__values_account(int64_t delta)
+{
+	unsigned i = region__tslot();
+	atomic_int_fast64_t *c = &region__live_value_bytes[i].b;
+
+	if (region__likely(i != REGION_SHARED_SLOT))
+		atomic_store_explicit(
+			c,
+			atomic_load_explicit(c, memory_order_relaxed) + delta,
+			memory_order_relaxed); /* this thread's own slot */
+	else
+		atomic_fetch_add_explicit(c, delta, memory_order_relaxed);
+}
 
 /* Computes stripe quotas for limits spread over n stripes. */
 void region__quota_of(const struct region_limits *lim, unsigned n, unsigned i,

@@ -138,7 +138,6 @@ int region__stripe_init(struct stripe *s, const struct region_evict_ops *ops)
 	rlist_init(&s->lru);
 	rlist_init(&s->small);
 	rlist_init(&s->main);
-	rlist_init(&s->ghost.fifo);
 	if (ops->init && (rc = ops->init(s)) != 0) {
 		free(t);
 		free(s->lanes);
@@ -152,14 +151,8 @@ int region__stripe_init(struct stripe *s, const struct region_evict_ops *ops)
 
 static void entry_free(struct entry *e)
 {
-	struct region_value *v = e->val;
-
-	if (v->kind == VALUE_EMBEDDED) {
-		region_value_unref(v); /* the block goes with the last one */
-		return;
-	}
-	region_value_unref(v);
-	free(e);
+	/* the block goes with the last reference to its value header */
+	region_value_unref(region__entry_val(e));
 }
 
 static void table_free_chains(struct table *t)
@@ -234,7 +227,7 @@ static struct entry *find_hash_locked(struct stripe *s, uint64_t hash)
 		for (; e; e = atomic_load_explicit(&e->hnext,
 						   memory_order_relaxed)) {
 			s->examined++;
-			if (e->hash == hash)
+			if (region__entry_hash(e) == hash)
 				return e;
 		}
 	}
@@ -409,36 +402,21 @@ void region__stripe_record_hit(struct region *r, struct stripe *s,
 	}
 }
 
-struct entry *region__entry_create(uint64_t hash, const void *key, size_t klen,
+struct entry *region__entry_create(const void *key, size_t klen,
 				   struct region_value *v)
 {
-	size_t off = (sizeof(struct entry) + klen + 7) & ~(size_t)7;
-	bool embed = v->len <= REGION_EMBED_MAX;
+	size_t off = region__entry_val_off(klen), len = region__vlen(v);
+	bool embed = len <= REGION_EMBED_MAX;
+	size_t data = embed ? len : 2 * sizeof(void *);
+	struct region_value *c;
+	const void *p = region_value_data(v);
 	struct entry *e;
 
-	e = malloc(embed ? off + sizeof(*v) + v->len : sizeof(*e) + klen);
+	e = malloc(off + REGION_VALUE_HDR + data);
 	if (!e)
 		return NULL;
 	atomic_init(&e->hnext, NULL);
-	e->hash = hash;
-	e->val = v;
-	if (embed) {
-		struct region_value *c = (void *)((char *)e + off);
-
-		atomic_init(&c->refs, 1); /* the entry's */
-		region__values_account((int64_t)(sizeof(*c) + v->len));
-		c->kind = VALUE_EMBEDDED;
-		c->back = (uint16_t)off;
-		c->len = v->len;
-		c->mtime_ns = v->mtime_ns;
-		c->version = v->version;
-		c->tag = v->tag;
-		if (v->len)
-			memcpy(c->inline_data, region_value_data(v), v->len);
-		e->val = c;
-	}
 	rlist_init(&e->qnode);
-	e->charge = (uint64_t)klen + v->len;
 	e->install_ms = 0;
 	atomic_init(&e->access_ms, 0);
 	e->gen = 0;
@@ -447,7 +425,35 @@ struct entry *region__entry_create(uint64_t hash, const void *key, size_t klen,
 	atomic_init(&e->dead, 0);
 	e->klen = (uint8_t)klen;
 	memcpy(e->key, key, klen);
+	c = region__entry_val(e);
+	atomic_init(&c->refs, 1); /* the entry's */
+	c->kind = embed ? VALUE_EMBEDDED : VALUE_INDIRECT;
+	c->back = (uint16_t)off;
+	region__vlen_set(c, len);
+	c->mtime_ns = v->mtime_ns;
+	c->version = v->version;
+	c->tag = v->tag;
+	if (embed) {
+		if (len)
+			memcpy(c->inline_data, p, len);
+	} else {
+		/* the reference to v is the caller's to take */
+		memcpy(c->inline_data, &p, sizeof(p));
+		memcpy(c->inline_data + sizeof(p), &v, sizeof(v));
+	}
+	region__values_account((int64_t)(REGION_VALUE_HDR + data));
 	return e;
+}
+
+void region__entry_discard(struct entry *e)
+{
+	struct region_value *c = region__entry_val(e);
+
+	region__values_account(
+		-(int64_t)(REGION_VALUE_HDR + (c->kind == VALUE_EMBEDDED
+						       ? region__vlen(c)
+						       : 2 * sizeof(void *))));
+	free(e);
 }
 
 static void retire_table_locked(struct stripe *s, struct table *t)
@@ -458,10 +464,11 @@ static void retire_table_locked(struct stripe *s, struct table *t)
 	s->retired_tabs = t;
 }
 
-/* Pushes e at the head of its bucket in t, publishing it. */
-static void push_locked(struct table *t, struct entry *e)
+/* Pushes e (whose key has this hash) at the head of its bucket in t,
+ * publishing it. */
+static void push_locked(struct table *t, struct entry *e, uint64_t hash)
 {
-	_Atomic(struct entry *) *b = &t->b[e->hash & t->mask];
+	_Atomic(struct entry *) *b = &t->b[hash & t->mask];
 
 	/*
 	 * release, not relaxed: a migration moves live entries, and a reader
@@ -505,7 +512,7 @@ void region__migrate_step_locked(struct stripe *s)
 				atomic_load_explicit(&e->hnext,
 						     memory_order_relaxed),
 				memory_order_release);
-			push_locked(t, e);
+			push_locked(t, e, region__entry_hash(e));
 			moved++;
 		}
 	}
@@ -547,7 +554,8 @@ static void maybe_resize_locked(struct stripe *s)
 	}
 }
 
-void region__link_locked(struct stripe *s, struct entry *e, uint64_t now)
+void region__link_locked(struct stripe *s, struct entry *e, uint64_t hash,
+			 uint64_t now)
 {
 	region__assert_wrlocked(s);
 	region__migrate_step_locked(s);
@@ -555,14 +563,15 @@ void region__link_locked(struct stripe *s, struct entry *e, uint64_t now)
 	atomic_store_explicit(&e->access_ms, now, memory_order_relaxed);
 	e->gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
 	s->nentries++;
-	s->bytes += e->charge;
+	s->bytes += region__entry_charge(e);
 	s->ops->insert_locked(s, e);
-	push_locked(atomic_load_explicit(&s->tab, memory_order_relaxed), e);
+	push_locked(atomic_load_explicit(&s->tab, memory_order_relaxed), e,
+		    hash);
 }
 
 /* The link that points at e, in tab or old. Lock held. */
-static _Atomic(struct entry *) *link_of_locked(struct stripe *s,
-					       const struct entry *e)
+static _Atomic(struct entry *) *
+link_of_locked(struct stripe *s, const struct entry *e, uint64_t hash)
 {
 	struct table *t = atomic_load_explicit(&s->tab, memory_order_relaxed);
 	struct table *o = atomic_load_explicit(&s->old, memory_order_relaxed);
@@ -574,7 +583,7 @@ static _Atomic(struct entry *) *link_of_locked(struct stripe *s,
 
 		if (!t)
 			break;
-		pp = &t->b[e->hash & t->mask];
+		pp = &t->b[hash & t->mask];
 		while ((x = atomic_load_explicit(pp, memory_order_relaxed))) {
 			if (x == e)
 				return pp;
@@ -585,12 +594,12 @@ static _Atomic(struct entry *) *link_of_locked(struct stripe *s,
 	return NULL;
 }
 
-void region__unlink_locked(struct stripe *s, struct entry *e,
-			   struct entry **grave)
+void region__unlink_hash_locked(struct stripe *s, struct entry *e,
+				uint64_t hash)
 {
-	_Atomic(struct entry *) *pp = link_of_locked(s, e);
+	_Atomic(struct entry *) *pp = link_of_locked(s, e, hash);
+	uint64_t charge = region__entry_charge(e);
 
-	(void)grave;
 	region__assert_wrlocked(s);
 	/* e keeps its hnext: a reader standing on e walks on */
 	atomic_store_explicit(
@@ -598,12 +607,12 @@ void region__unlink_locked(struct stripe *s, struct entry *e,
 		memory_order_release);
 	atomic_store_explicit(&e->dead, 1, memory_order_release);
 	s->ops->remove_locked(s, e);
-	assert(s->nentries > 0 && s->bytes >= e->charge);
+	assert(s->nentries > 0 && s->bytes >= charge);
 	s->nentries--;
-	s->bytes -= e->charge;
+	s->bytes -= charge;
 	if (e->gen != atomic_load_explicit(&s->gen, memory_order_relaxed)) {
 		s->stale_n--;
-		s->stale_bytes -= e->charge;
+		s->stale_bytes -= charge;
 	}
 	/* qnode is the policy's no more: it becomes the retire link */
 	e->retire.next = NULL;
@@ -613,6 +622,13 @@ void region__unlink_locked(struct stripe *s, struct entry *e,
 	*s->retired_tail = e;
 	s->retired_tail = &e->retire.next;
 	s->nretired++;
+}
+
+void region__unlink_locked(struct stripe *s, struct entry *e,
+			   struct entry **grave)
+{
+	(void)grave;
+	region__unlink_hash_locked(s, e, region__entry_hash(e));
 }
 
 void region__evict_locked(struct region *r, struct stripe *s, struct entry *e,

@@ -164,18 +164,18 @@ static void push(struct region_tlfu *t, struct entry *e, enum entry_queue q)
 	case ENTRY_Q_WINDOW:
 		rlist_add_head(&t->window, &e->qnode);
 		t->win_n++;
-		t->win_b += e->charge;
+		t->win_b += region__entry_charge(e);
 		break;
 	case ENTRY_Q_PROBATION:
 		rlist_add_head(&t->probation, &e->qnode);
 		t->prob_n++;
-		t->prob_b += e->charge;
+		t->prob_b += region__entry_charge(e);
 		break;
 	default:
 		assert(q == ENTRY_Q_PROTECTED);
 		rlist_add_head(&t->protect, &e->qnode);
 		t->prot_n++;
-		t->prot_b += e->charge;
+		t->prot_b += region__entry_charge(e);
 		break;
 	}
 }
@@ -186,16 +186,16 @@ static void del(struct region_tlfu *t, struct entry *e)
 	switch (e->queue) {
 	case ENTRY_Q_WINDOW:
 		t->win_n--;
-		t->win_b -= e->charge;
+		t->win_b -= region__entry_charge(e);
 		break;
 	case ENTRY_Q_PROBATION:
 		t->prob_n--;
-		t->prob_b -= e->charge;
+		t->prob_b -= region__entry_charge(e);
 		break;
 	default:
 		assert(e->queue == ENTRY_Q_PROTECTED);
 		t->prot_n--;
-		t->prot_b -= e->charge;
+		t->prot_b -= region__entry_charge(e);
 		break;
 	}
 	e->queue = ENTRY_Q_NONE;
@@ -394,7 +394,7 @@ static void on_hit(struct stripe *s, struct entry *e)
 	region__examined(s, 1);
 	struct region_tlfu *t = &s->tlfu;
 
-	region__sketch_increment(&t->sketch, e->hash);
+	region__sketch_increment(&t->sketch, region__entry_hash(e));
 	switch (e->queue) {
 	case ENTRY_Q_WINDOW:
 		rlist_move_head(&t->window, &e->qnode);
@@ -420,11 +420,12 @@ static void tlfu_touch_locked(struct stripe *s, struct entry *e)
 static void tlfu_insert_locked(struct stripe *s, struct entry *e)
 {
 	struct region_tlfu *t = &s->tlfu;
+	uint64_t h = region__entry_hash(e);
 
 	region__examined(s, 1);
 	size_sketch(s, false);
-	adapt_on_miss(s, e->hash); /* before counting this access */
-	region__sketch_increment(&t->sketch, e->hash);
+	adapt_on_miss(s, h); /* before counting this access */
+	region__sketch_increment(&t->sketch, h);
 	push(t, e, ENTRY_Q_WINDOW);
 	shrink_window(s);
 }
@@ -446,8 +447,10 @@ static uint32_t xorshift32(uint32_t *x)
 static bool admit(struct region_tlfu *t, const struct entry *cand,
 		  const struct entry *victim)
 {
-	unsigned fc = region__sketch_frequency(&t->sketch, cand->hash);
-	unsigned fv = region__sketch_frequency(&t->sketch, victim->hash);
+	unsigned fc =
+		region__sketch_frequency(&t->sketch, region__entry_hash(cand));
+	unsigned fv = region__sketch_frequency(&t->sketch,
+					       region__entry_hash(victim));
 
 	if (fc > fv)
 		return true;
@@ -478,22 +481,22 @@ static bool tlfu_evict_locked(struct region *r, struct stripe *s,
 			victim = entry_of(l);
 		ghostbf_add(victim->queue == ENTRY_Q_WINDOW ? &t->gwin
 							    : &t->gmain,
-			    victim->hash);
+			    region__entry_hash(victim));
 		region__evict_locked(r, s, victim, grave);
 		return true;
 	}
 	if (!victim) {
-		ghostbf_add(&t->gwin, cand->hash);
+		ghostbf_add(&t->gwin, region__entry_hash(cand));
 		region__evict_locked(r, s, cand, grave);
 		return true;
 	}
 	if (admit(t, cand, victim)) {
-		ghostbf_add(&t->gmain, victim->hash);
+		ghostbf_add(&t->gmain, region__entry_hash(victim));
 		region__evict_locked(r, s, victim, grave);
 		del(t, cand);
 		push(t, cand, ENTRY_Q_PROBATION);
 	} else {
-		ghostbf_add(&t->gwin, cand->hash);
+		ghostbf_add(&t->gwin, region__entry_hash(cand));
 		region__evict_locked(r, s, cand, grave);
 	}
 	return true;

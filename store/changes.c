@@ -10,7 +10,7 @@
  * already handled by the write path, so they must be skipped.
  *
  * Telling our changes from others'. The triggers record every change of
- * kv, ours included. Inside each batch transaction the writer (store.c,
+ * kv, ours included. Inside each batch transaction the writer (sqlite.c,
  * batch_txn) reads the feed's head before its first statement and after
  * its last; SQLite admits one writer at a time, so every sequence number
  * in between is ours. After COMMIT succeeds, the range is added to an
@@ -37,7 +37,7 @@
  * means a different database file: invalidate everything too.
  *
  * Pruning (store_changes_prune) deletes rows, so it is a change like any
- * other and runs as an op on the writer thread, in store.c.
+ * other and runs as an op on the writer thread, in sqlite.c.
  *
  * Locking: ranges_lock (struct store, store_int.h) guards ranges and
  * nranges; it is never held across a callback or a query. Everything else
@@ -176,7 +176,7 @@ static bool ranges_cover(struct store *st, uint64_t lo, uint64_t hi)
 
 /* ---- change feed -------------------------------------------------------- */
 
-int store_changes_head(struct store *st, uint64_t *cursor)
+int store__sq_changes_head(struct store *st, uint64_t *cursor)
 {
 	struct rconn *rc;
 	sqlite3_stmt *s;
@@ -363,8 +363,8 @@ static int feed_pass(struct store *st, struct feed_pass *fp, uint64_t *cursor)
 	return err;
 }
 
-int store_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
-		  void *ctx)
+int store__sq_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
+		      void *ctx)
 {
 	struct feed_pass fp = {.fn = fn, .ctx = ctx};
 	struct rconn *rc;
@@ -374,7 +374,7 @@ int store_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
 
 	if (!fn)
 		return -EINVAL;
-	err = store_file_lost(st) ? store__lost(st) : 0;
+	err = store__sq_file_lost(st) ? store__lost(st) : 0;
 	if (err == 0)
 		err = store__rstmt(st, R_DATA_VERSION, &rc, &s);
 	if (err == 0)
@@ -384,7 +384,7 @@ int store_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
 	if (rc->dv_valid && rc->dv == dv && *cursor >= rc->dv_head)
 		return 0; /* nobody committed since our last full pass */
 	rc->dv_valid = false;
-	err = store_changes_head(st, &fp.head);
+	err = store__sq_changes_head(st, &fp.head);
 	if (err == 0)
 		err = feed_pass(st, &fp, cursor);
 	if (err == 0 && !fp.stop) {

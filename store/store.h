@@ -1,20 +1,30 @@
 /*
- * store.h - SQLite persistence for regionfs.
+ * store.h - persistence for regionfs: the one interface fs/ and regions/
+ * use, with two backends behind it (store_ops.h): an SQLite database file
+ * (the default) and a PostgreSQL database, chosen by store_open() from
+ * SOURCE. Everything below holds for both unless it names one.
  *
- * One SQLite database file (WAL mode) holds every region's keys. Reads run
- * on the calling thread's own read connection; changes (put, delete,
- * rename) go through one writer thread that owns the only write connection
- * and commits concurrent callers' changes in one transaction (group
- * commit). Each change call returns only once its change is committed.
+ * SQLite: one database file (WAL mode) holds every region's keys. Reads
+ * run on the calling thread's own read connection; changes (put, delete,
+ * rename) go through one writer thread that owns the only write
+ * connection and commits concurrent callers' changes in one transaction
+ * (group commit). Each change call returns only once its change is
+ * committed.
+ *
+ * PostgreSQL (pg.c): the same calls over libpq. Reads on a small pool of
+ * connections to the primary, changes through one writer thread and
+ * connection with group commit; after each commit a doorbell (pg_notify,
+ * in its own transaction) tells the other mounts to read the change log.
  *
  * The schema is a supported interface (see doc/schema.md): scripts and the
- * sqlite3 shell may read and write the table directly; triggers record
- * their changes in a change feed that store_changes() reads.
+ * sqlite3 shell or psql may read and write the tables directly; triggers
+ * record their changes in a change feed that store_changes() reads.
  *
  * Knows nothing of FUSE or of the cache. Thread-safe. Functions returning
  * int return 0 (or a documented count) or a negative errno: SQLite errors
- * are mapped once, in store_errno() (FULL -> -ENOSPC, BUSY/LOCKED ->
- * -EAGAIN after retries, NOMEM -> -ENOMEM, READONLY -> -EROFS, else -EIO).
+ * are mapped once (FULL -> -ENOSPC, BUSY/LOCKED -> -EAGAIN after retries,
+ * NOMEM -> -ENOMEM, READONLY -> -EROFS, else -EIO), PostgreSQL errors by
+ * SQLSTATE the same way (doc/schema.md).
  *
  * Keys are byte strings of 1..STORE_MAX_KEY bytes (no '/' or NUL; fs/
  * checks), region names are NUL-terminated strings; values are any bytes.
@@ -92,7 +102,28 @@ struct store_options {
 
 #define STORE_DEFAULT_RESERVE (1u << 20)
 
+/* The backends; store_source_backend() tells which one a SOURCE names. */
+enum store_backend {
+	STORE_BACKEND_SQLITE,	  /* anything else: a database file path */
+	STORE_BACKEND_POSTGRESQL, /* postgresql:// or postgres:// URI, or a
+				   * libpq keyword/value string starting
+				   * with a libpq keyword and '='
+				   * ("host=/run/pg dbname=rfs") */
+};
+enum store_backend store_source_backend(const char *source);
 /*
+ * SOURCE as it may be shown (logs, fsname in /proc/mounts): a password in
+ * it replaced by ***. malloc()ed; NULL on ENOMEM.
+ */
+char *store_source_display(const char *source);
+
+/*
+ * Opens the store SOURCE names (store_source_backend()). PostgreSQL: see
+ * pg.c and doc/schema.md (schema created or upgraded, -EPROTO for a newer
+ * one; a server that cannot be reached or refuses the login: -EIO, with
+ * libpq's message passed to the error callback; -EPROTONOSUPPORT in a
+ * build without libpq). SQLite, the rest of this comment:
+ *
  * Opens (creating it with mode 0600 if missing) the database at path,
  * creates or upgrades the schema (PRAGMA user_version) and starts the
  * writer thread. opts may be NULL for defaults. "." paths and ":memory:"
@@ -104,8 +135,10 @@ struct store_options {
  * refused with -EPERM (someone else could have planted or could rewrite
  * it); one that is no regular file with -EINVAL (-EISDIR).
  */
-int store_open(const char *path, const struct store_options *opts,
+int store_open(const char *source, const struct store_options *opts,
 	       struct store **out);
+/* "sqlite" or "postgresql". */
+const char *store_backend_name(struct store *st);
 /*
  * Commits what is pending, stops the writer thread and closes every
  * connection. The caller must have stopped all other calls. Accepts NULL.
@@ -185,6 +218,20 @@ int store_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
 		  void *ctx);
 /* Deletes feed rows older than max_age_ms. */
 int store_changes_prune(struct store *st, uint64_t max_age_ms);
+/*
+ * A descriptor that polls readable when another writer may have committed
+ * (PostgreSQL: the socket of the store's LISTEN connection, where the
+ * doorbells arrive), for the thread that calls store_changes(). -ENOTSUP:
+ * the backend has none (SQLite: watch the database file's directory);
+ * another -errno: none right now (reconnecting: poll on a timer). May
+ * change between calls (after a reconnect): ask before every wait.
+ */
+int store_changes_fd(struct store *st);
+/*
+ * After store_changes_fd() polled readable: consumes what arrived there.
+ * Returns the number of doorbells read (0: none, only noise), or -errno.
+ */
+int store_changes_drain(struct store *st);
 
 /*
  * Every counter of struct store_stats, defined once: the struct, the
@@ -226,7 +273,26 @@ int store_changes_prune(struct store *st, uint64_t max_age_ms);
 	  "1 once the database file was deleted or replaced under the mount.") \
 	X(STORE_GAUGE, read_only, STORE_UNIT_COUNT, "store_read_only",         \
 	  "regionfs_store_read_only",                                          \
-	  "1 if the database is served read-only (-o ro).")
+	  "1 if the database is served read-only (-o ro).")                    \
+	X(STORE_COUNTER, doorbells_sent, STORE_UNIT_COUNT,                     \
+	  "store_doorbells_sent", "regionfs_store_doorbells_sent_total",       \
+	  "PostgreSQL: doorbells (pg_notify) rung after commits.")             \
+	X(STORE_COUNTER, doorbells_failed, STORE_UNIT_COUNT,                   \
+	  "store_doorbells_failed", "regionfs_store_doorbells_failed_total",   \
+	  "PostgreSQL: doorbells that failed (the write still succeeded).")    \
+	X(STORE_COUNTER, doorbells_received, STORE_UNIT_COUNT,                 \
+	  "store_doorbells_received",                                          \
+	  "regionfs_store_doorbells_received_total",                           \
+	  "PostgreSQL: other writers' doorbells heard.")                       \
+	X(STORE_COUNTER, feed_passes, STORE_UNIT_COUNT, "store_feed_passes",   \
+	  "regionfs_store_feed_passes_total",                                  \
+	  "PostgreSQL: replays of the change log.")                            \
+	X(STORE_COUNTER, reconnects, STORE_UNIT_COUNT, "store_reconnects",     \
+	  "regionfs_store_reconnects_total",                                   \
+	  "PostgreSQL: connections opened again after one was lost.")          \
+	X(STORE_GAUGE, notify_queue_ppm, STORE_UNIT_COUNT,                     \
+	  "store_notify_queue_ppm", "regionfs_store_notify_queue_ppm",         \
+	  "PostgreSQL: pg_notification_queue_usage() in millionths.")
 
 enum store_stat_type {
 	STORE_COUNTER,
@@ -253,7 +319,8 @@ void store_stats(struct store *st, struct store_stats *out);
 const char *store_err_kind_name(enum store_err_kind kind);
 
 /*
- * True once the database file at the store's path is not the one the
+ * SQLite only (always false for PostgreSQL):
+ * true once the database file at the store's path is not the one the
  * store opened (deleted, or replaced by a rename or a copy: its device or
  * inode differs). From then on every call fails with -EIO (kind LOST) and
  * nothing more is written: the open connections still point at the old,
@@ -263,8 +330,5 @@ const char *store_err_kind_name(enum store_err_kind kind);
  * daemon's feed thread on every poll, so an idle mount notices too.
  */
 bool store_file_lost(struct store *st);
-
-/* Maps a SQLite result code to -errno (0 for SQLITE_OK/ROW/DONE). */
-int store_errno(int sqlite_rc);
 
 #endif /* RFS_STORE_H */

@@ -1,7 +1,9 @@
 /*
- * store_int.h - what the store's .c files share and fs/ must not see.
+ * store_int.h - what the SQLite backend's .c files share and fs/ must not
+ * see. (dispatch.c dispatches store.h to the backends, store_ops.h; pg.c is
+ * the PostgreSQL backend, with its own struct.)
  *
- *   store.c    open/schema, per-thread read connections, reads and
+ *   sqlite.c   open/schema, per-thread read connections, reads and
  *              listing, the writer thread with group commit, the change
  *              calls
  *   changes.c  the change feed (store_changes*()) and the own-change
@@ -24,6 +26,7 @@
 #include <sqlite3.h>
 
 #include "store.h"
+#include "store_ops.h"
 
 #define MAX_OWN_RANGES 4096 /* bound on the own-change range list */
 
@@ -58,7 +61,7 @@ enum {
 	W_NSTMT
 };
 
-struct op; /* a queued change: store.c */
+struct op; /* a queued change: sqlite.c */
 
 /* One thread's read connection. */
 struct rconn {
@@ -85,6 +88,7 @@ struct seq_range {
  * is held across a callback.
  */
 struct store {
+	const struct store_ops *ops; /* first: store_ops.h */
 	/* immutable after store_open */
 	char *path; /* as SQLite should see it */
 	unsigned busy_timeout_ms;
@@ -168,7 +172,12 @@ uintptr_t store__thread_token(void);
 void store__ranges_lock(struct store *st);
 void store__ranges_unlock(struct store *st);
 
-/* ---- store.c ------------------------------------------------------------ */
+/* ---- sqlite.c ----------------------------------------------------------- */
+
+/* Maps a SQLite result code to -errno (0 for SQLITE_OK/ROW/DONE). */
+int store_errno(int sqlite_rc);
+/* store_file_lost() of the SQLite store. */
+bool store__sq_file_lost(struct store *st);
 
 /*
  * The store's clock: CLOCK_MONOTONIC in nanoseconds, for every duration
@@ -206,6 +215,11 @@ int store__rstmt(struct store *st, int idx, struct rconn **rcp,
 		 sqlite3_stmt **out);
 
 /* ---- changes.c ---------------------------------------------------------- */
+
+/* store_changes_head() and store_changes() of the SQLite store. */
+int store__sq_changes_head(struct store *st, uint64_t *cursor);
+int store__sq_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
+		      void *ctx);
 
 /*
  * Records lo..hi (nothing if hi < lo) as our own feed range. The caller,

@@ -1,7 +1,7 @@
 /*
  * store_sql.h - the SQL text of the store: schema, upgrade steps and the
- * statements store.c prepares (changes.c's among them: it runs them through
- * store__rstmt). Included by store.c only, as it defines static arrays;
+ * statements sqlite.c prepares (changes.c's among them: it runs them through
+ * store__rstmt). Included by sqlite.c only, as it defines static arrays;
  * the statement indexes live in store_int.h. doc/schema.md is the
  * reference for users of the schema.
  */

@@ -23,6 +23,10 @@
 #                   descriptor per key, so VALUES must stay 256 below the
 #                   hard limit of open files (ulimit -Hn)
 #   REGIONFS, BENCH_FS  override the daemon and the benchmark program
+#   REGIONFS_BASE   path of another regionfs daemon (e.g. built from main
+#                   before a change): a case "base", run interleaved like
+#                   the others, so ratio_<phase>_base_t<N> is the change's
+#                   speedup measured in one session
 #   RFS_KEEP=1      keep the temporary directory (per-run logs, results)
 #
 # Example (about 3 minutes on 2 vCPUs):
@@ -87,6 +91,10 @@ if [ -n "${PASSTHROUGH_HP:-}" ]; then
 	[ "$lim" = unlimited ] || [ "$nvalues" -le $((lim - 256)) ] ||
 		rfs_fail "passthrough_hp holds a file descriptor per key: -n $nvalues needs ulimit -n above $((nvalues + 256)) (it is $lim)"
 fi
+if [ -n "${REGIONFS_BASE:-}" ]; then
+	[ -x "$REGIONFS_BASE" ] || rfs_fail "REGIONFS_BASE=$REGIONFS_BASE is not executable"
+	cases="$cases base"
+fi
 rfs_init
 results=$RFS_TMP/results
 
@@ -122,6 +130,18 @@ run_tmpfs()
 	umount_tmpfs "$RFS_TMP/tmpfs"
 }
 
+run_base()
+{
+	local mine=$RFS_BIN rc
+
+	RFS_BIN=$REGIONFS_BASE
+	run_regionfs "$@" base
+	rc=$?
+	RFS_BIN=$mine
+	return $rc
+}
+
+# run_regionfs SIZE THREADS [CASE]: CASE names the result (run_base).
 run_regionfs()
 {
 	local mib=$(((nvalues * $1 * 2 >> 20) + 64))
@@ -134,7 +154,7 @@ run_regionfs()
 		max_bytes = ${mib}M
 	INI
 	rfs_mount
-	bench "$RFS_MNT/bench" "$@" regionfs "$rep"
+	bench "$RFS_MNT/bench" "$1" "$2" "${3:-regionfs}" "$rep"
 	rfs_umount
 }
 
@@ -160,7 +180,7 @@ run_passthrough_hp()
 
 echo "run_bench_fs: $nvalues values; sizes $sizes; threads $threads;" \
 	"$reps runs each, medians; cases: $cases"
-echo "regionfs: $REGIONFS; bench_fs: $BENCH_FS${PASSTHROUGH_HP:+; passthrough_hp: $PASSTHROUGH_HP}"
+echo "regionfs: $REGIONFS; bench_fs: $BENCH_FS${PASSTHROUGH_HP:+; passthrough_hp: $PASSTHROUGH_HP}${REGIONFS_BASE:+; base: $REGIONFS_BASE}"
 for ((rep = 1; rep <= reps; rep++)); do
 	for size in ${sizes//,/ }; do
 		for t in ${threads//,/ }; do

@@ -26,6 +26,10 @@
 #   RFS_HELPERS      directories of the C helper programs, ':'-separated
 #   RFS_DEFAULT_INI  the shipped regions.ini
 #   RFS_KEEP=1       keep the temporary directory (for debugging)
+#   RFS_STORE=pg     run against PostgreSQL: rfs_init starts a throwaway
+#                    cluster (pg.sh; exit 77 without its binaries),
+#                    $RFS_DB is its connection string (rfs_pg_psql runs
+#                    SQL on it), and the cleanup stops it
 #
 # Exit codes: 0 pass, 1 fail, 77 skip (meson's SKIP) - only when
 # /dev/fuse is missing or unusable, fusermount3 is missing for a non-root
@@ -267,6 +271,9 @@ rfs_cleanup()
 	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && [ -n "$RFS_TMP" ]; then
 		rfs_log_tails
 	fi
+	if declare -F rfs_pg_stop >/dev/null; then
+		rfs_pg_stop
+	fi
 	if [ -n "$RFS_TMP" ]; then
 		if [ "${RFS_KEEP:-0}" = 1 ] || [ $still = 1 ]; then
 			echo "kept $RFS_TMP" >&2
@@ -327,6 +334,18 @@ rfs_init()
 	trap 'exit 129' HUP
 	mkdir "$RFS_MNT" || rfs_fail "mkdir $RFS_MNT"
 	rfs_write_default_ini
+	if rfs_store_is_pg; then
+		# shellcheck source=pg.sh
+		. "$RFS_SUPP_DIR/pg.sh"
+		rfs_pg_start
+		RFS_DB=$RFS_PG_CONNINFO
+	fi
+}
+
+# True when the test runs against PostgreSQL (RFS_STORE=pg).
+rfs_store_is_pg()
+{
+	[ "${RFS_STORE:-sqlite}" = pg ]
 }
 
 # ---- checks and tools -------------------------------------------------

@@ -137,8 +137,13 @@ startup_error "missing config" "$RFS_TMP/none.ini" -f \
 	-o "config=$RFS_TMP/none.ini" "$RFS_DB" "$M"
 startup_error "missing mount point" "$RFS_TMP/nomnt" -f \
 	-o "config=$RFS_INI" "$RFS_DB" "$RFS_TMP/nomnt"
-startup_error "database in a missing directory" "$RFS_TMP/nodir/db" -f \
-	-o "config=$RFS_INI" "$RFS_TMP/nodir/db" "$M"
+if rfs_store_is_pg; then
+	startup_error "unreachable PostgreSQL server" "$RFS_TMP/nodir" -f \
+		-o "config=$RFS_INI" "host=$RFS_TMP/nodir dbname=x" "$M"
+else
+	startup_error "database in a missing directory" "$RFS_TMP/nodir/db" -f \
+		-o "config=$RFS_INI" "$RFS_TMP/nodir/db" "$M"
+fi
 
 # The failed starts did not harm the data.
 rfs_mount

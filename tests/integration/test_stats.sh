@@ -38,7 +38,11 @@ rfs_ok ".regionfs/ has the documented files"
 
 rfs_stat v "$V/config" path
 [ "$v" = "$RFS_INI" ] || rfs_fail "config path '$v'"
-rfs_stat v "$V/config" database
+if rfs_store_is_pg; then # a connection string: blanks in the value
+	v=$(sed -n 's/^database  *//p' "$V/config")
+else
+	rfs_stat v "$V/config" database
+fi
 [ "$v" = "$RFS_DB" ] || rfs_fail "config database '$v'"
 rfs_stat v "$V/config" generation
 [ "$v" = 1 ] || rfs_fail "config generation '$v'"

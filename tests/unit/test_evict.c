@@ -240,6 +240,46 @@ static void test_s3fifo_ghost_readmits_to_main(void **state)
 	region_unref(r);
 }
 
+/*
+ * The ghost is a ring of fingerprints with holes (keys taken back out of
+ * it): after many times round the ring, the most recent evictions are
+ * still found and the old ones are not.
+ */
+static void test_s3fifo_ghost_after_many_wraps(void **state)
+{
+	struct region *r = make(REGION_STRATEGY_S3FIFO, 1, 100, 0);
+	char key[32];
+	int round, i;
+
+	(void)state;
+	for (round = 0; round < 40; round++) {
+		/* 300 one-hit keys through small: all evicted to the ghost */
+		for (i = 0; i < 300; i++) {
+			snprintf(key, sizeof(key), "w%d.%d", round, i);
+			put(r, key);
+		}
+		/* a recent eviction (50 ago; the cache holds the last 100 or
+		 * fewer) comes back: found in the ghost, so main */
+		snprintf(key, sizeof(key), "w%d.%d", round, 150);
+		assert_false(has(r, key));
+		put(r, key); /* a hole in the ring from now on */
+		/* an old one (295 evictions ago, the ghost keeps 90) is
+		 * forgotten: small, and the next scan evicts it */
+		snprintf(key, sizeof(key), "w%d.%d", round, 5);
+		put(r, key);
+		for (i = 0; i < 150; i++) {
+			snprintf(key, sizeof(key), "x%d.%d", round, i);
+			put(r, key);
+		}
+		snprintf(key, sizeof(key), "w%d.%d", round, 150);
+		assert_true(has(r, key));
+		snprintf(key, sizeof(key), "w%d.%d", round, 5);
+		assert_false(has(r, key));
+	}
+	assert_true(stats_of(r).entries <= 100);
+	region_unref(r);
+}
+
 static void test_s3fifo_main_gives_second_chances(void **state)
 {
 	struct region *r = make(REGION_STRATEGY_S3FIFO, 1, 10, 0);
@@ -398,6 +438,7 @@ int main(void)
 		cmocka_unit_test(test_s3fifo_resists_a_scan),
 		cmocka_unit_test(test_s3fifo_evicts_one_hit_wonders_first),
 		cmocka_unit_test(test_s3fifo_ghost_readmits_to_main),
+		cmocka_unit_test(test_s3fifo_ghost_after_many_wraps),
 		cmocka_unit_test(test_s3fifo_main_gives_second_chances),
 		cmocka_unit_test(test_s3fifo_byte_quota),
 		cmocka_unit_test(

@@ -1,5 +1,6 @@
 /*
- * store.c - SQLite persistence for regionfs: opening and the schema,
+ * sqlite.c - SQLite persistence for regionfs (the default backend of
+ * store.h, through dispatch.c's ops table): opening and the schema,
  * per-thread read connections, reads and listing, and the writer thread
  * with group commit. The change feed is in changes.c; store_int.h holds
  * what the two share (struct store and its lock map).
@@ -169,18 +170,6 @@ int store__sqlerr(sqlite3 *db, int rc)
 	return store_errno(rc);
 }
 
-static const char *const err_kind_names[STORE_ERR_NKINDS] = {
-	[STORE_ERR_CORRUPT] = "corrupt",   [STORE_ERR_IO] = "io",
-	[STORE_ERR_FULL] = "full",	   [STORE_ERR_BUSY] = "busy",
-	[STORE_ERR_READONLY] = "readonly", [STORE_ERR_NOMEM] = "nomem",
-	[STORE_ERR_LOST] = "lost",	   [STORE_ERR_OTHER] = "other",
-};
-
-const char *store_err_kind_name(enum store_err_kind kind)
-{
-	return (unsigned)kind < STORE_ERR_NKINDS ? err_kind_names[kind] : "?";
-}
-
 /* The kind of a failure: SQLite's code, refined by the errno it gave. */
 static enum store_err_kind err_kind(int rc, int err)
 {
@@ -262,7 +251,7 @@ static void drop_side_files(struct store *st)
 	}
 }
 
-bool store_file_lost(struct store *st)
+bool store__sq_file_lost(struct store *st)
 {
 	struct stat sb;
 
@@ -648,7 +637,7 @@ static int rconn_open(struct store *st, struct rconn **out)
 		rconn_close(rc);
 		return err;
 	}
-	if (store_file_lost(st)) { /* it may have opened the new file */
+	if (store__sq_file_lost(st)) { /* it may have opened the new file */
 		rconn_close(rc);
 		return store__lost(st);
 	}
@@ -790,8 +779,8 @@ static int stat_row(sqlite3_stmt *s, void *arg)
 	return 0;
 }
 
-int store_load(struct store *st, const char *region, const void *key,
-	       size_t klen, void **data, struct store_meta *meta)
+static int sq_load(struct store *st, const char *region, const void *key,
+		   size_t klen, void **data, struct store_meta *meta)
 {
 	struct load_out o = {.data = data};
 	struct rconn *rc;
@@ -811,8 +800,8 @@ int store_load(struct store *st, const char *region, const void *key,
 	return err;
 }
 
-int store_stat(struct store *st, const char *region, const void *key,
-	       size_t klen, struct store_meta *meta)
+static int sq_stat(struct store *st, const char *region, const void *key,
+		   size_t klen, struct store_meta *meta)
 {
 	struct store_meta m;
 	struct rconn *rc;
@@ -875,8 +864,8 @@ static int list_fetch(struct store *st, const char *region, const void *from,
 						flen ? from : NULL, flen);
 }
 
-int store_list(struct store *st, const char *region, const void *after,
-	       size_t alen, size_t max, store_list_fn fn, void *ctx)
+static int sq_list(struct store *st, const char *region, const void *after,
+		   size_t alen, size_t max, store_list_fn fn, void *ctx)
 {
 	struct list_item *items;
 	char from[STORE_MAX_KEY];
@@ -915,8 +904,8 @@ out:
 	return err ? err : (int)(count > INT_MAX ? INT_MAX : count);
 }
 
-int store_region_usage(struct store *st, const char *region, uint64_t *nkeys,
-		       uint64_t *bytes)
+static int sq_region_usage(struct store *st, const char *region,
+			   uint64_t *nkeys, uint64_t *bytes)
 {
 	struct rconn *rc;
 	sqlite3_stmt *s;
@@ -1346,7 +1335,8 @@ static void batch_run_once(struct store *st, struct op *batch)
 	int rc = 0;
 
 	batch_scan(batch, &bi);
-	if (store_file_lost(st)) { /* before anything reaches the old file */
+	if (store__sq_file_lost(
+		    st)) { /* before anything reaches the old file */
 		batch_fail(st, batch, -EIO, true);
 		return;
 	}
@@ -1550,9 +1540,9 @@ out:
 
 /* ---- the change calls ---------------------------------------------------- */
 
-int store_put(struct store *st, const char *region, const void *key,
-	      size_t klen, const void *data, size_t len, unsigned flags,
-	      struct store_meta *meta)
+static int sq_put(struct store *st, const char *region, const void *key,
+		  size_t klen, const void *data, size_t len, unsigned flags,
+		  struct store_meta *meta)
 {
 	struct op op = {.kind = OP_PUT,
 			.flags = flags,
@@ -1573,8 +1563,8 @@ int store_put(struct store *st, const char *region, const void *key,
 	return rc;
 }
 
-int store_delete(struct store *st, const char *region, const void *key,
-		 size_t klen, unsigned flags)
+static int sq_delete(struct store *st, const char *region, const void *key,
+		     size_t klen, unsigned flags)
 {
 	struct op op = {.kind = OP_DELETE,
 			.flags = flags,
@@ -1589,8 +1579,9 @@ int store_delete(struct store *st, const char *region, const void *key,
 	return rc ? rc : submit(st, &op);
 }
 
-int store_delete_version(struct store *st, const char *region, const void *key,
-			 size_t klen, uint64_t version, unsigned flags)
+static int sq_delete_version(struct store *st, const char *region,
+			     const void *key, size_t klen, uint64_t version,
+			     unsigned flags)
 {
 	struct op op = {.kind = OP_DELETE,
 			.flags = flags,
@@ -1607,8 +1598,8 @@ int store_delete_version(struct store *st, const char *region, const void *key,
 	return rc ? rc : submit(st, &op);
 }
 
-int store_rename(struct store *st, const char *region, const void *from,
-		 size_t flen, const void *to, size_t tlen, unsigned flags)
+static int sq_rename(struct store *st, const char *region, const void *from,
+		     size_t flen, const void *to, size_t tlen, unsigned flags)
 {
 	struct op op = {.kind = OP_RENAME,
 			.flags = flags,
@@ -1627,14 +1618,14 @@ int store_rename(struct store *st, const char *region, const void *from,
 	return rc ? rc : submit(st, &op);
 }
 
-int store_sync(struct store *st)
+static int sq_sync(struct store *st)
 {
 	struct op op = {.kind = OP_SYNC};
 
 	return submit(st, &op);
 }
 
-int store_changes_prune(struct store *st, uint64_t max_age_ms)
+static int sq_changes_prune(struct store *st, uint64_t max_age_ms)
 {
 	struct op op = {.kind = OP_PRUNE};
 	int64_t now = store__wall_ns() / 1000000;
@@ -1643,7 +1634,7 @@ int store_changes_prune(struct store *st, uint64_t max_age_ms)
 	return submit(st, &op);
 }
 
-void store_stats(struct store *st, struct store_stats *out)
+static void sq_stats(struct store *st, struct store_stats *out)
 {
 	int k;
 
@@ -1707,8 +1698,10 @@ static int store_init(struct store *st, const char *path,
 	return 0;
 }
 
-int store_open(const char *path, const struct store_options *opts,
-	       struct store **out)
+static void sq_close(struct store *st);
+
+int store__sqlite_open(const char *path, const struct store_options *opts,
+		       struct store **out)
 {
 	struct store *st;
 	int rc;
@@ -1719,6 +1712,7 @@ int store_open(const char *path, const struct store_options *opts,
 	st = calloc(1, sizeof(*st));
 	if (!st)
 		return -ENOMEM;
+	st->ops = &store__sqlite_ops;
 	rc = store_init(st, path, opts);
 	if (rc == 0 && !st->read_only)
 		rc = create_file(path);
@@ -1737,7 +1731,7 @@ int store_open(const char *path, const struct store_options *opts,
 			pthread_setname_np(st->writer, "regionfs-store");
 	}
 	if (rc) {
-		store_close(st);
+		sq_close(st);
 		return rc;
 	}
 	*out = st;
@@ -1749,7 +1743,7 @@ int store_open(const char *path, const struct store_options *opts,
  * destructors would touch the store. Read connections close first, so
  * the writer's close, the last one, checkpoints and removes the WAL.
  */
-void store_close(struct store *st)
+static void sq_close(struct store *st)
 {
 	struct rconn *rc, *next;
 
@@ -1781,3 +1775,22 @@ void store_close(struct store *st)
 	free(st->path);
 	free(st);
 }
+
+const struct store_ops store__sqlite_ops = {
+	.name = "sqlite",
+	.close = sq_close,
+	.load = sq_load,
+	.stat = sq_stat,
+	.put = sq_put,
+	.del = sq_delete,
+	.delete_version = sq_delete_version,
+	.rename = sq_rename,
+	.sync = sq_sync,
+	.list = sq_list,
+	.region_usage = sq_region_usage,
+	.changes_head = store__sq_changes_head,
+	.changes = store__sq_changes,
+	.changes_prune = sq_changes_prune,
+	.stats = sq_stats,
+	.file_lost = store__sq_file_lost,
+};

@@ -1,0 +1,2160 @@
+/*
+ * pg.c - the PostgreSQL backend of store.h: many mounts, on many hosts,
+ * sharing one database that operators already run, replicate and back up.
+ *
+ * SOURCE is a postgresql:// URI or a libpq keyword/value string; every
+ * connection is opened with it plus our settings (conn_open()): TCP
+ * keepalives and tcp_user_timeout (a dead peer is noticed in seconds,
+ * not after the kernel's two hours), a connect timeout, and
+ * target_session_attrs=read-write, so that reads too come from the
+ * primary and never from a replica that may lag. Keywords in SOURCE win
+ * over our defaults, except target_session_attrs.
+ *
+ * Schema (pg_sql.h, doc/schema.md): schema regionfs holds kv (the rows),
+ * changes (the change log, filled by triggers in the writer's own
+ * transaction) and schema_version; store_open() creates or upgrades it
+ * under an advisory lock, so mounts starting together do not race.
+ *
+ * Connections. Reads run on a small pool of PG_READERS connections
+ * (reader_get/put); a caller waits for a free one. Changes go through ONE
+ * writer thread with its own connection: callers queue an op and sleep,
+ * the writer takes the whole queue and runs it in one transaction (group
+ * commit, as in sqlite.c), then wakes them. The change feed has a
+ * dedicated autocommit connection that LISTENs for doorbells and runs the
+ * feed queries (feed_lock); it is never left idle in a transaction, and
+ * pending notifications are drained after every query on it.
+ *
+ * Failures inside a batch. PostgreSQL aborts the whole transaction on any
+ * error, so a failing op cannot simply be skipped as in SQLite: the batch
+ * is rolled back and run again without it (the op alone gets the error).
+ * Errors that concern every op (disk full, read-only, out of memory, the
+ * connection) fail the whole batch; deadlocks, serialization failures and
+ * lock timeouts (an outside client holding a row lock longer than
+ * busy_timeout_ms, via lock_timeout) are retried with backoff until the
+ * busy timeout, then fail with EAGAIN. A connection lost around COMMIT
+ * leaves the outcome unknown: the ops fail with EIO (the row may or may
+ * not have changed; a reader sees which) and the connection is opened
+ * again, with backoff, by the next batch.
+ *
+ * Durability. The writer's session runs with synchronous_commit off
+ * unless store_options.durable: a commit is then in the server's WAL
+ * buffers, visible to every mount, and survives our crash but not the
+ * server's (the analogue of SQLite's synchronous=NORMAL). A batch holding
+ * a STORE_DURABLE op sets synchronous_commit on for its transaction, and
+ * store_sync() commits a small transaction with it on (it takes a
+ * transaction id, so it writes a commit record and waits for the WAL
+ * flush, which covers every earlier commit) if anything was committed
+ * asynchronously since the last such flush.
+ *
+ * Doorbells. After each commit that changed rows, the writer rings the
+ * doorbell: pg_notify in its own small transaction with synchronous_commit
+ * off, payload our origin (so we ignore our own). Never inside the data
+ * transaction and never from a trigger: a notifying commit holds a
+ * cluster-wide lock through its WAL flush. A doorbell that fails is
+ * counted (store_doorbells_failed), never turned into a write error: the
+ * change log is the record, the doorbell only a hint; readers also replay
+ * on a timer and after reconnecting.
+ *
+ * The change feed and its cursor (the reason this is not "seq > last"):
+ * a sequence number is taken when a row is inserted, not when its
+ * transaction commits, so a transaction holding seq 10 can commit after
+ * one holding seq 11 has been read; a cursor at 11 would skip 10 for ever.
+ * Instead each log row carries its transaction's id (xid8), and a
+ * position is a snapshot P (pg_current_snapshot(): xmin, xmax and the ids
+ * in progress): "I have seen every log row visible in P". A pass takes a
+ * new snapshot S and reads the rows whose transaction S sees and P did
+ * not (pg_visible_in_snapshot), then P := S. Visibility only ever grows
+ * and the snapshots chain, so every committed row is delivered exactly
+ * once, whatever the commit order; a transaction still running at S is
+ * in S's list and is read by a later pass. The index on xid bounds the
+ * scan to xid >= P.xmin. A pass is paged by seq with S fixed, so a
+ * caller that stops early resumes the same pass. Our own rows (origin =
+ * this store's writer) are skipped, as our write path has handled them.
+ *
+ * The caller's cursor is a uint64_t (store.h), so positions live here: a
+ * small ring of immutable states (P, S, seq reached) indexed by a growing
+ * token, which is what the caller holds. Tokens follow the log's head
+ * (max(seq)), so head - cursor estimates the backlog as with SQLite. A
+ * token we no longer hold (the ring moved on, or another store's) means
+ * an unknown position: the caller is told to invalidate everything, as
+ * for a pruned log. Pruning deletes old log rows and raises
+ * log_horizon.pruned_upto to the largest xid deleted, in one statement;
+ * every page reads the horizon with its rows, and a position whose xmin
+ * is at or below it may have missed a pruned row: invalidate everything.
+ *
+ * Locking: lock (queue, stopping, published stats; callers sleep on
+ * their op's cond), pool_lock (the reader slots), feed_lock (the feed
+ * connection and the cursor ring). No function holds two, none is held
+ * across a callback; pool_lock and feed_lock are held across queries on
+ * their connection. Counters read by store_stats() are relaxed atomics.
+ */
+#include <assert.h>
+#include <endian.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include <libpq-fe.h>
+
+#include "pg_sql.h"
+#include "store_ops.h"
+
+#define PG_READERS	4    /* reader connections */
+#define PG_CURSORS	16   /* positions of the feed kept (the ring) */
+#define DEFAULT_BUSY_MS 5000 /* store_options.busy_timeout_ms == 0 */
+#define BACKOFF_MIN_MS	50   /* first wait before connecting again */
+#define BACKOFF_MAX_MS	2000 /* longest wait */
+#define LIST_CHUNK	128  /* keys read per query by store_list */
+
+enum op_kind { OP_PUT, OP_DELETE, OP_RENAME, OP_SYNC, OP_PRUNE };
+
+/* A queued change, on its caller's stack (as in sqlite.c). */
+struct op {
+	enum op_kind kind;
+	unsigned flags;
+	const char *region;
+	const void *key; /* rename: source */
+	size_t klen;
+	const void *key2; /* rename: target */
+	size_t klen2;
+	const void *data;
+	size_t len;
+	int64_t cutoff_ms;
+	uint64_t if_version;
+	struct store_meta meta; /* out (put) */
+	int rc;			/* out */
+	bool final;		/* writer only: rc is settled (failed alone) */
+	bool done;		/* L: lock */
+	pthread_cond_t cond;
+	struct op *next; /* L: lock while queued */
+};
+
+/* One connection and what was prepared on it. */
+struct pconn {
+	PGconn *c;	     /* NULL: not connected */
+	uint32_t prepared;   /* bit i: pg_stmts[i] prepared here */
+	int64_t next_try_ns; /* no connection attempt before this */
+	unsigned backoff_ms; /* the next wait after a failed attempt */
+	bool ever;	     /* was connected once: the next is a reconnect */
+	int last_err;	     /* of the last failed attempt */
+};
+
+/* A position in the change feed: see the design note. */
+struct cursor_state {
+	uint64_t token; /* 0: free slot */
+	char *from;	/* P: every log row visible in it was delivered */
+	char *to;	/* S of a pass stopped early; NULL: none */
+	uint64_t after; /* with to: rows up to this seq delivered */
+};
+
+struct pg_store {
+	const struct store_ops *ops; /* first: store_ops.h */
+
+	/* immutable after open */
+	char *conninfo;
+	bool durable, read_only;
+	unsigned busy_timeout_ms;
+	store_error_fn on_error;
+	void *error_ctx;
+	char origin[40]; /* this store's writer: regionfs.origin */
+	bool locks_ok, thread_ok;
+	pthread_t writer;
+
+	/* readers */
+	pthread_mutex_t pool_lock;
+	pthread_cond_t pool_free;
+	struct pconn readers[PG_READERS]; /* L: pool_lock while taken */
+	bool reader_busy[PG_READERS];	  /* L: pool_lock */
+
+	/* the writer thread only (and open/close) */
+	struct pconn w;
+	bool unsynced; /* an async commit since the last WAL flush */
+	struct store_stats wstats;
+
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	struct op *queue, **tail; /* L: lock */
+	bool stopping;		  /* L: lock */
+	struct store_stats stats; /* L: lock */
+
+	/* the feed */
+	pthread_mutex_t feed_lock;
+	struct pconn f;			     /* L: feed_lock */
+	bool listening;			     /* L: feed_lock */
+	struct cursor_state cur[PG_CURSORS]; /* L: feed_lock */
+	uint64_t next_token;		     /* L: feed_lock */
+	unsigned cur_next;		     /* L: feed_lock; ring slot */
+	unsigned bells_pending; /* L: feed_lock; heard, not yet returned */
+
+	atomic_uint_fast64_t errs[STORE_ERR_NKINDS];
+	atomic_uint_fast64_t bells_sent, bells_failed, bells_received;
+	atomic_uint_fast64_t passes, reconnects, queue_ppm;
+};
+
+#define PS(st) ((struct pg_store *)(void *)(st))
+
+/* ---- small helpers -------------------------------------------------------- */
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t wall_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+static int check_key(const void *key, size_t klen)
+{
+	if (!key || klen == 0)
+		return -EINVAL;
+	if (klen > STORE_MAX_KEY)
+		return -ENAMETOOLONG;
+	if (memchr(key, '\0', klen) || memchr(key, '/', klen))
+		return -EINVAL;
+	return 0;
+}
+
+static int check_args(const char *region, const void *key, size_t klen)
+{
+	return region ? check_key(key, klen) : -EINVAL;
+}
+
+/* A binary int8 (or int4, bool) column; NULL reads as 0. */
+static int64_t col_i64(const PGresult *r, int row, int col)
+{
+	const char *v = PQgetvalue(r, row, col);
+	uint64_t u64;
+	uint32_t u32;
+
+	switch (PQgetisnull(r, row, col) ? 0 : PQgetlength(r, row, col)) {
+	case 8:
+		memcpy(&u64, v, 8);
+		return (int64_t)be64toh(u64);
+	case 4:
+		memcpy(&u32, v, 4);
+		return (int32_t)be32toh(u32);
+	case 1:
+		return (unsigned char)v[0];
+	default:
+		return 0;
+	}
+}
+
+static uint64_t col_u64(const PGresult *r, int row, int col)
+{
+	int64_t v = col_i64(r, row, col);
+
+	return v > 0 ? (uint64_t)v : 0;
+}
+
+static void col_meta(const PGresult *r, int row, int col, struct store_meta *m)
+{
+	m->size = col_u64(r, row, col);
+	m->mtime_ns = col_i64(r, row, col + 1);
+	m->version = col_u64(r, row, col + 2);
+}
+
+/* ---- errors ------------------------------------------------------------- */
+
+/*
+ * -errno and kind of a failed result (r may be NULL: libpq could not even
+ * make one) on connection c, by SQLSTATE class; *conn_lost is set when
+ * the connection is gone or must be dropped.
+ */
+static int pg_errno(PGconn *c, const PGresult *r, enum store_err_kind *kind,
+		    bool *conn_lost)
+{
+	const char *s = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+
+	*conn_lost = false;
+	*kind = STORE_ERR_OTHER;
+	if (!c || PQstatus(c) != CONNECTION_OK || !s || !strncmp(s, "08", 2) ||
+	    !strncmp(s, "57P", 3)) {
+		if (c && PQstatus(c) == CONNECTION_OK && !r) {
+			*kind = STORE_ERR_NOMEM; /* libpq's own malloc */
+			return -ENOMEM;
+		}
+		*conn_lost = true;
+		*kind = STORE_ERR_IO;
+		return -EIO;
+	}
+	if (!strcmp(s, "53100")) {
+		*kind = STORE_ERR_FULL;
+		return -ENOSPC;
+	}
+	if (!strcmp(s, "40001") || !strcmp(s, "40P01") || !strcmp(s, "55P03")) {
+		*kind = STORE_ERR_BUSY;
+		return -EAGAIN;
+	}
+	if (!strcmp(s, "25006")) {
+		*kind = STORE_ERR_READONLY;
+		return -EROFS;
+	}
+	if (!strcmp(s, "53200")) {
+		*kind = STORE_ERR_NOMEM;
+		return -ENOMEM;
+	}
+	if (!strcmp(s, "42501"))
+		return -EACCES;
+	if (!strcmp(s, "54000"))
+		return -EFBIG;
+	if (!strncmp(s, "XX", 2)) {
+		*kind = STORE_ERR_CORRUPT; /* data_corrupted, index_corrupted */
+		return -EIO;
+	}
+	return -EIO;
+}
+
+static void report(struct pg_store *ps, int err, enum store_err_kind kind,
+		   const char *what, const char *region, const void *key,
+		   size_t klen, const char *msg)
+{
+	atomic_fetch_add_explicit(&ps->errs[kind], 1, memory_order_relaxed);
+	if (ps->on_error)
+		ps->on_error(ps->error_ctx, err, kind, what, region, key, klen,
+			     msg);
+}
+
+/* The message of r, or of c: one line. */
+static const char *pg_msg(PGconn *c, const PGresult *r, char *buf, size_t n)
+{
+	const char *m = r ? PQresultErrorMessage(r) : "";
+	char *nl;
+
+	if (!m || !*m)
+		m = c ? PQerrorMessage(c) : "no connection";
+	snprintf(buf, n, "%s", m && *m ? m : "unknown PostgreSQL error");
+	nl = strchr(buf, '\n');
+	if (nl)
+		*nl = '\0';
+	return buf;
+}
+
+/*
+ * Counts and reports a failed result; drops the connection if it is
+ * gone. Returns the -errno. Takes r (PQclear).
+ */
+static int fail(struct pg_store *ps, struct pconn *pc, PGresult *r,
+		const char *what, const char *region, const void *key,
+		size_t klen)
+{
+	enum store_err_kind kind;
+	char msg[512];
+	bool lost;
+	int err = pg_errno(pc->c, r, &kind, &lost);
+
+	pg_msg(pc->c, r, msg, sizeof(msg));
+	PQclear(r);
+	if (lost && pc->c) {
+		PQfinish(pc->c);
+		pc->c = NULL;
+		pc->prepared = 0;
+	}
+	report(ps, err, kind, what, region, key, klen, msg);
+	return err;
+}
+
+/* ---- connections ---------------------------------------------------------- */
+
+enum conn_kind { CONN_READER, CONN_WRITER, CONN_FEED };
+
+/* Runs constant SQL that returns no rows; -errno (not reported). */
+static int exec_cmd(PGconn *c, const char *sql, PGresult **err_out)
+{
+	PGresult *r = PQexec(c, sql);
+	ExecStatusType s = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+
+	if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) {
+		PQclear(r);
+		return 0;
+	}
+	if (err_out)
+		*err_out = r;
+	else
+		PQclear(r);
+	return -EIO;
+}
+
+/* Server notices (NOTICE, WARNING) are not errors: not printed. */
+static void no_notices(void *arg, const char *msg)
+{
+	(void)arg;
+	(void)msg;
+}
+
+/* Opens one connection with SOURCE and our settings; NULL on failure. */
+static PGconn *conn_open(struct pg_store *ps, char *msg, size_t n)
+{
+	/* ours first (SOURCE overrides them), target_session_attrs last */
+	static const char *const kw[] = {
+		"connect_timeout",	"keepalives",
+		"keepalives_idle",	"keepalives_interval",
+		"keepalives_count",	"tcp_user_timeout",
+		"application_name",	"dbname",
+		"target_session_attrs", NULL,
+	};
+	const char *val[] = {
+		"5",	 "1",	     "5",	   "2",		 "3",
+		"10000", "regionfs", ps->conninfo, "read-write", NULL,
+	};
+	PGconn *c = PQconnectdbParams(kw, val, 1);
+
+	if (c && PQstatus(c) == CONNECTION_OK) {
+		PQsetNoticeProcessor(c, no_notices, NULL);
+		return c;
+	}
+	pg_msg(c, NULL, msg, n);
+	PQfinish(c);
+	return NULL;
+}
+
+/*
+ * The -errno of a failed connection attempt: a server that is up but
+ * read-only (a standby, or default_transaction_read_only: refused by
+ * target_session_attrs=read-write) is EROFS, the rest EIO.
+ */
+static int conn_errno(const char *msg, enum store_err_kind *kind)
+{
+	if (strstr(msg, "session is read-only") || strstr(msg, "hot standby")) {
+		*kind = STORE_ERR_READONLY;
+		return -EROFS;
+	}
+	*kind = STORE_ERR_IO;
+	return -EIO;
+}
+
+/* Per-kind session settings of a new connection. */
+static int conn_setup(struct pg_store *ps, PGconn *c, enum conn_kind kind,
+		      PGresult **err)
+{
+	char sql[256];
+
+	switch (kind) {
+	case CONN_WRITER:
+		snprintf(sql, sizeof(sql),
+			 "SET synchronous_commit = %s; "
+			 "SET lock_timeout = %u; "
+			 "SELECT set_config('regionfs.origin', '%s', false)",
+			 ps->durable ? "on" : "off", ps->busy_timeout_ms,
+			 ps->origin);
+		return exec_cmd(c, sql, err);
+	case CONN_FEED:
+		return exec_cmd(c, "LISTEN " PG_CHANNEL, err);
+	case CONN_READER:
+		break;
+	}
+	return 0;
+}
+
+/*
+ * Makes sure pc is connected: one attempt, unless the last failure is
+ * more recent than its backoff (then -EIO at once). A failure is
+ * reported once per attempt.
+ */
+static int conn_ensure(struct pg_store *ps, struct pconn *pc,
+		       enum conn_kind kind, const char *what)
+{
+	PGresult *r = NULL;
+	char msg[512];
+	int64_t t = now_ns();
+	PGconn *c;
+
+	if (pc->c && PQstatus(pc->c) == CONNECTION_OK)
+		return 0;
+	if (pc->c) {
+		PQfinish(pc->c);
+		pc->c = NULL;
+	}
+	pc->prepared = 0;
+	if (t < pc->next_try_ns) { /* backing off: the last attempt's */
+		atomic_fetch_add_explicit(
+			&ps->errs[pc->last_err == -EROFS ? STORE_ERR_READONLY
+							 : STORE_ERR_IO],
+			1, memory_order_relaxed);
+		return pc->last_err;
+	}
+	c = conn_open(ps, msg, sizeof(msg));
+	if (c && conn_setup(ps, c, kind, &r)) {
+		pg_msg(c, r, msg, sizeof(msg));
+		PQclear(r);
+		PQfinish(c);
+		c = NULL;
+	}
+	if (!c) {
+		enum store_err_kind k;
+		int err = conn_errno(msg, &k);
+
+		if (!pc->backoff_ms)
+			pc->backoff_ms = BACKOFF_MIN_MS;
+		pc->next_try_ns = t + (int64_t)pc->backoff_ms * 1000000;
+		pc->backoff_ms = pc->backoff_ms * 2 > BACKOFF_MAX_MS
+					 ? BACKOFF_MAX_MS
+					 : pc->backoff_ms * 2;
+		pc->last_err = err;
+		report(ps, err, k, what, NULL, NULL, 0, msg);
+		return err;
+	}
+	if (pc->ever)
+		atomic_fetch_add_explicit(&ps->reconnects, 1,
+					  memory_order_relaxed);
+	pc->ever = true;
+	pc->c = c;
+	pc->backoff_ms = 0;
+	pc->next_try_ns = 0;
+	return 0;
+}
+
+/*
+ * Runs prepared statement idx on pc (preparing it first if needed), with
+ * binary results. Parameters: vals/lens/fmts as PQexecPrepared. Returns
+ * the result, or NULL with *err set (reported, connection dropped if
+ * lost).
+ */
+static PGresult *run(struct pg_store *ps, struct pconn *pc, int idx,
+		     const char *const *vals, const int *lens, const int *fmts,
+		     const char *what, const char *region, const void *key,
+		     size_t klen, int *err)
+{
+	const struct pg_stmt *s = &pg_stmts[idx];
+	enum store_err_kind kind;
+	PGresult *r;
+	bool lost, retried = false;
+
+again:
+	if (!(pc->prepared & (1u << idx))) {
+		r = PQprepare(pc->c, s->name, s->sql, s->nparams, NULL);
+		if (!r || PQresultStatus(r) != PGRES_COMMAND_OK)
+			goto failed;
+		PQclear(r);
+		pc->prepared |= 1u << idx;
+	}
+	r = PQexecPrepared(pc->c, s->name, s->nparams, vals, lens, fmts, 1);
+	if (r && (PQresultStatus(r) == PGRES_TUPLES_OK ||
+		  PQresultStatus(r) == PGRES_COMMAND_OK)) {
+		*err = 0;
+		return r;
+	}
+failed:
+	/*
+	 * Every statement run here only reads: a connection found dead (the
+	 * server restarted, a connection idle past a network change) is
+	 * opened again and the statement run once more, without an error.
+	 */
+	pg_errno(pc->c, r, &kind, &lost);
+	if (lost && !retried) {
+		retried = true;
+		PQclear(r);
+		PQfinish(pc->c);
+		pc->c = NULL;
+		*err = conn_ensure(
+			ps, pc, pc == &ps->f ? CONN_FEED : CONN_READER, what);
+		if (*err)
+			return NULL;
+		goto again;
+	}
+	*err = fail(ps, pc, r, what, region, key, klen);
+	return NULL;
+}
+
+/* ---- reads ------------------------------------------------------------------ */
+
+/* Takes a free reader slot (waiting for one) and connects it. */
+static int reader_get(struct pg_store *ps, const char *what, int *slot)
+{
+	int i, err;
+
+	pthread_mutex_lock(&ps->pool_lock);
+	for (;;) {
+		for (i = 0; i < PG_READERS; i++)
+			if (!ps->reader_busy[i])
+				break;
+		if (i < PG_READERS)
+			break;
+		pthread_cond_wait(&ps->pool_free, &ps->pool_lock);
+	}
+	ps->reader_busy[i] = true;
+	pthread_mutex_unlock(&ps->pool_lock);
+	/* the slot is ours: its connection is touched without the lock */
+	err = conn_ensure(ps, &ps->readers[i], CONN_READER, what);
+	if (err) {
+		pthread_mutex_lock(&ps->pool_lock);
+		ps->reader_busy[i] = false;
+		pthread_cond_signal(&ps->pool_free);
+		pthread_mutex_unlock(&ps->pool_lock);
+		return err;
+	}
+	*slot = i;
+	return 0;
+}
+
+static void reader_put(struct pg_store *ps, int slot)
+{
+	pthread_mutex_lock(&ps->pool_lock);
+	ps->reader_busy[slot] = false;
+	pthread_cond_signal(&ps->pool_free);
+	pthread_mutex_unlock(&ps->pool_lock);
+}
+
+/* Runs a reader statement bound to (region, key[, more]). */
+static PGresult *read_rk(struct pg_store *ps, int idx, const char *what,
+			 const char *region, const void *key, size_t klen,
+			 int *slot, int *err)
+{
+	const char *vals[2] = {region, key};
+	int lens[2] = {0, (int)klen}, fmts[2] = {0, 1};
+	PGresult *r;
+
+	*err = reader_get(ps, what, slot);
+	if (*err)
+		return NULL;
+	r = run(ps, &ps->readers[*slot], idx, vals, lens, fmts, what, region,
+		key, klen, err);
+	if (!r)
+		reader_put(ps, *slot);
+	return r;
+}
+
+static int pg_load(struct store *st, const char *region, const void *key,
+		   size_t klen, void **data, struct store_meta *meta)
+{
+	struct pg_store *ps = PS(st);
+	PGresult *r;
+	int slot, err;
+	size_t n;
+
+	*data = NULL;
+	err = check_args(region, key, klen);
+	if (err)
+		return err;
+	r = read_rk(ps, PQ_LOAD, "load", region, key, klen, &slot, &err);
+	if (!r)
+		return err;
+	if (PQntuples(r) == 0) {
+		err = -ENOENT;
+	} else {
+		n = PQgetlength(r, 0, 0);
+		if (n) {
+			*data = malloc(n);
+			if (*data)
+				memcpy(*data, PQgetvalue(r, 0, 0), n);
+			else
+				err = -ENOMEM;
+		}
+		if (err == 0 && meta) {
+			meta->size = n;
+			meta->mtime_ns = col_i64(r, 0, 1);
+			meta->version = col_u64(r, 0, 2);
+		}
+	}
+	PQclear(r);
+	reader_put(ps, slot);
+	return err;
+}
+
+static int pg_stat(struct store *st, const char *region, const void *key,
+		   size_t klen, struct store_meta *meta)
+{
+	struct pg_store *ps = PS(st);
+	PGresult *r;
+	int slot, err;
+
+	err = check_args(region, key, klen);
+	if (err)
+		return err;
+	r = read_rk(ps, PQ_STAT, "stat", region, key, klen, &slot, &err);
+	if (!r)
+		return err;
+	if (PQntuples(r) == 0)
+		err = -ENOENT;
+	else if (meta)
+		col_meta(r, 0, 0, meta);
+	PQclear(r);
+	reader_put(ps, slot);
+	return err;
+}
+
+/* One key of a listing chunk, copied out of the result. */
+struct list_item {
+	struct store_meta meta;
+	size_t klen;
+	char key[STORE_MAX_KEY];
+};
+
+static int list_fetch(struct pg_store *ps, const char *region, const char *from,
+		      size_t flen, size_t want, struct list_item *items,
+		      size_t *n)
+{
+	char lim[24];
+	const char *vals[3] = {region, from, lim};
+	int lens[3] = {0, (int)flen, 0}, fmts[3] = {0, 1, 0};
+	PGresult *r;
+	int slot, err, i;
+
+	*n = 0;
+	snprintf(lim, sizeof(lim), "%zu", want);
+	err = reader_get(ps, "list", &slot);
+	if (err)
+		return err;
+	r = run(ps, &ps->readers[slot], PQ_LIST, vals, lens, fmts, "list",
+		region, flen ? from : NULL, flen, &err);
+	if (r) {
+		for (i = 0; i < PQntuples(r); i++) {
+			items[i].klen = PQgetlength(r, i, 0);
+			if (items[i].klen >
+			    STORE_MAX_KEY) { /* PG_KEY_IS_NAME */
+				err = -EIO;
+				break;
+			}
+			memcpy(items[i].key, PQgetvalue(r, i, 0),
+			       items[i].klen);
+			col_meta(r, i, 1, &items[i].meta);
+			(*n)++;
+		}
+		PQclear(r);
+	}
+	reader_put(ps, slot);
+	return err;
+}
+
+static int pg_list(struct store *st, const char *region, const void *after,
+		   size_t alen, size_t max, store_list_fn fn, void *ctx)
+{
+	struct pg_store *ps = PS(st);
+	struct list_item *items;
+	char from[STORE_MAX_KEY];
+	size_t count = 0, flen, n, i, want;
+	int err = 0;
+
+	if (!region || !fn || (alen && !after) || alen > STORE_MAX_KEY)
+		return -EINVAL;
+	items = malloc(LIST_CHUNK * sizeof(*items));
+	if (!items)
+		return -ENOMEM;
+	flen = alen;
+	if (alen)
+		memcpy(from, after, alen);
+	while (count < max) {
+		want = max - count < LIST_CHUNK ? max - count : LIST_CHUNK;
+		err = list_fetch(ps, region, from, flen, want, items, &n);
+		if (err)
+			break;
+		for (i = 0; i < n; i++) {
+			count++;
+			if (fn(ctx, items[i].key, items[i].klen,
+			       &items[i].meta))
+				goto out;
+		}
+		if (n < want)
+			break;
+		flen = items[n - 1].klen;
+		memcpy(from, items[n - 1].key, flen);
+	}
+out:
+	free(items);
+	return err ? err : (int)(count > INT_MAX ? INT_MAX : count);
+}
+
+static int pg_region_usage(struct store *st, const char *region,
+			   uint64_t *nkeys, uint64_t *bytes)
+{
+	struct pg_store *ps = PS(st);
+	const char *vals[1] = {region};
+	int lens[1] = {0}, fmts[1] = {0};
+	PGresult *r;
+	int slot, err;
+
+	if (!region)
+		return -EINVAL;
+	err = reader_get(ps, "usage", &slot);
+	if (err)
+		return err;
+	r = run(ps, &ps->readers[slot], PQ_USAGE, vals, lens, fmts, "usage",
+		region, NULL, 0, &err);
+	if (r) {
+		*nkeys = col_u64(r, 0, 0);
+		*bytes = col_u64(r, 0, 1);
+		PQclear(r);
+	}
+	reader_put(ps, slot);
+	return err;
+}
+
+/* ---- the writer ------------------------------------------------------------- */
+
+/*
+ * The outcome of one op's statement inside the batch transaction: 0 or
+ * -ENOENT (the transaction goes on), or an SQL error, which aborted it
+ * (*r holds the failed result for the caller to classify).
+ */
+static int op_put(struct pg_store *ps, struct op *op, PGresult **fr)
+{
+	char size[24], mt[24];
+	const char *vals[5] = {op->region, op->key, op->data ? op->data : "",
+			       size, mt};
+	int lens[5] = {0, (int)op->klen, (int)op->len, 0, 0};
+	int fmts[5] = {0, 1, 1, 0, 0};
+	const struct pg_stmt *s = &pg_stmts[PQ_PUT];
+	int64_t now = wall_ns();
+	PGresult *r;
+
+	snprintf(size, sizeof(size), "%zu", op->len);
+	snprintf(mt, sizeof(mt), "%" PRId64, now);
+	r = PQexecPrepared(ps->w.c, s->name, 5, vals, lens, fmts, 1);
+	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+		*fr = r;
+		return -EIO;
+	}
+	op->meta.version = col_u64(r, 0, 0);
+	op->meta.size = op->len;
+	op->meta.mtime_ns = now;
+	PQclear(r);
+	return 0;
+}
+
+/* A statement that changes rows: -ENOENT if it changed none. */
+static int exec_rows(struct pg_store *ps, int idx, const char *const *vals,
+		     const int *lens, const int *fmts, PGresult **fr)
+{
+	const struct pg_stmt *s = &pg_stmts[idx];
+	PGresult *r = PQexecPrepared(ps->w.c, s->name, s->nparams, vals, lens,
+				     fmts, 1);
+	int rc;
+
+	if (!r || (PQresultStatus(r) != PGRES_COMMAND_OK &&
+		   PQresultStatus(r) != PGRES_TUPLES_OK)) {
+		*fr = r;
+		return -EIO;
+	}
+	rc = atoi(PQcmdTuples(r)) > 0 ? 0 : -ENOENT;
+	PQclear(r);
+	return rc;
+}
+
+static int op_delete(struct pg_store *ps, struct op *op, PGresult **fr)
+{
+	char ver[24];
+	const char *vals[3] = {op->region, op->key, ver};
+	int lens[3] = {0, (int)op->klen, 0}, fmts[3] = {0, 1, 0};
+
+	snprintf(ver, sizeof(ver), "%" PRIu64, op->if_version);
+	return exec_rows(ps, op->if_version ? PQ_DELETE_VERSION : PQ_DELETE,
+			 vals, lens, fmts, fr);
+}
+
+/* Version of a row, locked for the transaction; -ENOENT if absent. */
+static int row_version(struct pg_store *ps, const char *region, const void *key,
+		       size_t klen, int64_t *v, PGresult **fr)
+{
+	const char *vals[2] = {region, key};
+	int lens[2] = {0, (int)klen}, fmts[2] = {0, 1};
+	const struct pg_stmt *s = &pg_stmts[PQ_VERSION];
+	PGresult *r = PQexecPrepared(ps->w.c, s->name, 2, vals, lens, fmts, 1);
+
+	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK) {
+		*fr = r;
+		return -EIO;
+	}
+	if (PQntuples(r) == 0) {
+		PQclear(r);
+		return -ENOENT;
+	}
+	*v = col_i64(r, 0, 0);
+	PQclear(r);
+	return 0;
+}
+
+/*
+ * Moves the source row onto the target name, replacing the target, with
+ * a version above both (as sqlite.c): delete the target, then rename.
+ */
+static int op_rename(struct pg_store *ps, struct op *op, PGresult **fr)
+{
+	char mt[24], ver[24];
+	const char *vals[5] = {op->region, op->key, op->key2, mt, ver};
+	int lens[5] = {0, (int)op->klen, (int)op->klen2, 0, 0};
+	int fmts[5] = {0, 1, 1, 0, 0};
+	int64_t sv, tv = 0;
+	int rc;
+
+	rc = row_version(ps, op->region, op->key, op->klen, &sv, fr);
+	if (rc)
+		return rc;
+	if (op->klen == op->klen2 && !memcmp(op->key, op->key2, op->klen))
+		return 0;
+	rc = row_version(ps, op->region, op->key2, op->klen2, &tv, fr);
+	if (rc == 0) {
+		const char *dv[2] = {op->region, op->key2};
+		int dl[2] = {0, (int)op->klen2}, df[2] = {0, 1};
+
+		rc = exec_rows(ps, PQ_DELETE, dv, dl, df, fr);
+	}
+	if (rc && rc != -ENOENT)
+		return rc;
+	snprintf(mt, sizeof(mt), "%" PRId64, wall_ns());
+	snprintf(ver, sizeof(ver), "%" PRId64, (sv > tv ? sv : tv) + 1);
+	rc = exec_rows(ps, PQ_RENAME, vals, lens, fmts, fr);
+	return rc == -ENOENT ? -EIO : rc; /* the source was locked above */
+}
+
+static int op_prune(struct pg_store *ps, struct op *op, PGresult **fr)
+{
+	char cut[24];
+	const char *vals[1] = {cut};
+	int lens[1] = {0}, fmts[1] = {0};
+	int rc;
+
+	snprintf(cut, sizeof(cut), "%" PRId64, op->cutoff_ms);
+	rc = exec_rows(ps, PQ_PRUNE, vals, lens, fmts, fr);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+static int op_run(struct pg_store *ps, struct op *op, PGresult **fr)
+{
+	switch (op->kind) {
+	case OP_PUT:
+		return op_put(ps, op, fr);
+	case OP_DELETE:
+		return op_delete(ps, op, fr);
+	case OP_RENAME:
+		return op_rename(ps, op, fr);
+	case OP_PRUNE:
+		return op_prune(ps, op, fr);
+	case OP_SYNC:
+		break;
+	}
+	return 0;
+}
+
+static bool op_changes_kv(const struct op *op)
+{
+	return op->kind == OP_PUT || op->kind == OP_DELETE ||
+	       op->kind == OP_RENAME;
+}
+
+static const char *op_name(const struct op *op)
+{
+	static const char *const names[] = {
+		[OP_PUT] = "put",	[OP_DELETE] = "delete",
+		[OP_RENAME] = "rename", [OP_SYNC] = "sync",
+		[OP_PRUNE] = "prune",
+	};
+
+	return names[op->kind];
+}
+
+/* Prepares the writer's statements on a fresh connection. */
+static int writer_prepare(struct pg_store *ps)
+{
+	static const int idx[] = {PQ_PUT,     PQ_DELETE, PQ_DELETE_VERSION,
+				  PQ_VERSION, PQ_RENAME, PQ_PRUNE};
+	PGresult *r;
+	size_t i;
+	int k;
+
+	for (i = 0; i < sizeof(idx) / sizeof(idx[0]); i++) {
+		k = idx[i];
+		if (ps->w.prepared & (1u << k))
+			continue;
+		r = PQprepare(ps->w.c, pg_stmts[k].name, pg_stmts[k].sql,
+			      pg_stmts[k].nparams, NULL);
+		if (!r || PQresultStatus(r) != PGRES_COMMAND_OK)
+			return fail(ps, &ps->w, r, "prepare", NULL, NULL, 0);
+		PQclear(r);
+		ps->w.prepared |= 1u << k;
+	}
+	return 0;
+}
+
+/*
+ * Connects the writer, retrying with backoff until deadline (the busy
+ * timeout of the batch): a server restart or a failover should cost the
+ * writers a wait, not an error.
+ */
+static int writer_connect(struct pg_store *ps, int64_t deadline)
+{
+	int64_t t;
+	int err;
+
+	for (;;) {
+		err = conn_ensure(ps, &ps->w, CONN_WRITER, "connect");
+		if (err == 0)
+			err = writer_prepare(ps);
+		if (err == 0)
+			return 0;
+		t = now_ns();
+		if (t >= deadline)
+			return err;
+		if (ps->w.next_try_ns > t)
+			sleep_ms((unsigned)((ps->w.next_try_ns - t) / 1000000) +
+				 1);
+	}
+}
+
+/* The doorbell: its own small asynchronous transaction after a commit. */
+static void ring(struct pg_store *ps)
+{
+	char sql[160];
+	PGresult *r = NULL;
+
+	snprintf(sql, sizeof(sql),
+		 "BEGIN; SET LOCAL synchronous_commit = off; "
+		 "SELECT pg_notify('" PG_CHANNEL "', '%s'); COMMIT",
+		 ps->origin);
+	if (exec_cmd(ps->w.c, sql, &r) == 0) {
+		atomic_fetch_add_explicit(&ps->bells_sent, 1,
+					  memory_order_relaxed);
+		return;
+	}
+	/* counted, never a write error; a lost connection is seen later */
+	atomic_fetch_add_explicit(&ps->bells_failed, 1, memory_order_relaxed);
+	PQclear(r);
+	if (PQtransactionStatus(ps->w.c) == PQTRANS_INERROR)
+		PQclear(PQexec(ps->w.c, "ROLLBACK"));
+}
+
+/* What a batch holds. */
+struct batch_info {
+	unsigned nchanges, nwrites;
+	bool durable;
+};
+
+static void batch_scan(struct op *batch, struct batch_info *bi)
+{
+	struct op *op;
+
+	memset(bi, 0, sizeof(*bi));
+	for (op = batch; op; op = op->next) {
+		bi->nchanges += op_changes_kv(op);
+		bi->nwrites += op->kind != OP_SYNC;
+		bi->durable |=
+			op->kind == OP_SYNC || (op->flags & STORE_DURABLE);
+	}
+}
+
+/* Every op not yet settled gets err. */
+static void batch_fail(struct op *batch, int err)
+{
+	struct op *op;
+
+	for (op = batch; op; op = op->next) {
+		if (!op->final) {
+			op->rc = err;
+			op->final = true;
+		}
+	}
+}
+
+/*
+ * One attempt: BEGIN, every unsettled op, COMMIT. Returns 0 (committed),
+ * or -errno with *fr the failed result and *failed the op that failed
+ * (NULL: BEGIN or COMMIT); *at_commit once COMMIT was sent, after which
+ * a lost connection leaves the outcome unknown.
+ */
+/* ---- the pipelined batch ---- */
+
+/* The parameters of a put's or a delete's statement. */
+struct op_params {
+	int idx, n;
+	const char *vals[5];
+	int lens[5], fmts[5];
+	char a[24], b[24];
+};
+
+static void op_params(const struct op *op, struct op_params *p, int64_t now)
+{
+	memset(p, 0, sizeof(*p));
+	p->vals[0] = op->region;
+	p->vals[1] = op->key;
+	p->lens[1] = (int)op->klen;
+	p->fmts[1] = 1;
+	if (op->kind == OP_PUT) {
+		p->idx = PQ_PUT;
+		p->n = 5;
+		snprintf(p->a, sizeof(p->a), "%zu", op->len);
+		snprintf(p->b, sizeof(p->b), "%" PRId64, now);
+		p->vals[2] = op->data ? op->data : "";
+		p->lens[2] = (int)op->len;
+		p->fmts[2] = 1;
+		p->vals[3] = p->a;
+		p->vals[4] = p->b;
+	} else if (op->if_version) {
+		p->idx = PQ_DELETE_VERSION;
+		p->n = 3;
+		snprintf(p->a, sizeof(p->a), "%" PRIu64, op->if_version);
+		p->vals[2] = p->a;
+	} else {
+		p->idx = PQ_DELETE;
+		p->n = 2;
+	}
+}
+
+/* Can the batch's unsettled ops be pipelined (no op needs a result to
+ * build its next statement)? */
+static bool pipe_ok(const struct op *batch)
+{
+	const struct op *op;
+
+	for (op = batch; op; op = op->next)
+		if (!op->final && op->kind != OP_PUT && op->kind != OP_DELETE)
+			return false;
+	return true;
+}
+
+/*
+ * The result of the next query of the pipeline (NULL: the connection
+ * failed); consumes the NULL that ends it.
+ */
+static PGresult *pipe_result(PGconn *c)
+{
+	PGresult *r = PQgetResult(c), *extra;
+
+	if (!r)
+		return NULL;
+	while ((extra = PQgetResult(c))) /* the end of this query */
+		PQclear(extra);
+	return r;
+}
+
+/*
+ * After BEGIN: every op, COMMIT and the doorbell's transaction, sent at
+ * once (libpq pipeline mode), then their results read in order: one
+ * round trip instead of one per statement. The server runs them in
+ * order, so the doorbell's transaction starts only after the data COMMIT
+ * returned; an error skips everything after it up to the sync, doorbell
+ * included. Same contract as batch_attempt(); *rang: the doorbell was
+ * tried (counted).
+ */
+static int batch_pipe(struct pg_store *ps, struct op *batch, PGresult **fr,
+		      struct op **failed, bool *at_commit, bool *rang)
+{
+	static const char *const bell_sql[] = {
+		"BEGIN",
+		"SET LOCAL synchronous_commit = off",
+		"SELECT pg_notify('" PG_CHANNEL "', $1)",
+		"COMMIT",
+	};
+	const char *bv[1] = {ps->origin};
+	PGconn *c = ps->w.c;
+	struct op_params p;
+	int64_t now = wall_ns();
+	bool sent = true, bell_ok = true;
+	struct op *op;
+	PGresult *r;
+	size_t i;
+
+	if (!PQenterPipelineMode(c))
+		return -EAGAIN; /* the caller goes on without the pipeline */
+	for (op = batch; op && sent; op = op->next) {
+		if (op->final)
+			continue;
+		op_params(op, &p, now);
+		op->meta.mtime_ns = now;
+		sent = PQsendQueryPrepared(c, pg_stmts[p.idx].name, p.n, p.vals,
+					   p.lens, p.fmts, 1) == 1;
+	}
+	sent = sent && PQsendQueryParams(c, "COMMIT", 0, NULL, NULL, NULL, NULL,
+					 0) == 1;
+	for (i = 0; sent && i < 4; i++)
+		sent = PQsendQueryParams(c, bell_sql[i], i == 2 ? 1 : 0, NULL,
+					 i == 2 ? bv : NULL, NULL, NULL,
+					 0) == 1;
+	sent = sent && PQpipelineSync(c) == 1;
+	*at_commit = true;
+	if (!sent) { /* the connection broke while sending */
+		*fr = NULL;
+		return -EIO;
+	}
+	for (op = batch; op; op = op->next) {
+		if (op->final)
+			continue;
+		r = pipe_result(c);
+		if (!r || (PQresultStatus(r) != PGRES_TUPLES_OK &&
+			   PQresultStatus(r) != PGRES_COMMAND_OK)) {
+			*failed = r && PQresultStatus(r) == PGRES_FATAL_ERROR
+					  ? op
+					  : NULL;
+			*at_commit = !*failed; /* an op failed: no commit */
+			*fr = r;
+			goto drain;
+		}
+		if (op->kind == OP_PUT) {
+			op->meta.version = col_u64(r, 0, 0);
+			op->meta.size = op->len;
+			op->rc = 0;
+		} else {
+			op->rc = atoi(PQcmdTuples(r)) > 0 ? 0 : -ENOENT;
+		}
+		PQclear(r);
+	}
+	r = pipe_result(c); /* COMMIT */
+	if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
+		*fr = r;
+		goto drain;
+	}
+	PQclear(r);
+	for (i = 0; i < 4; i++) {
+		r = pipe_result(c);
+		bell_ok &= r && (PQresultStatus(r) == PGRES_COMMAND_OK ||
+				 PQresultStatus(r) == PGRES_TUPLES_OK);
+		PQclear(r);
+	}
+	*rang = true;
+	atomic_fetch_add_explicit(bell_ok ? &ps->bells_sent : &ps->bells_failed,
+				  1, memory_order_relaxed);
+	r = PQgetResult(c); /* the sync */
+	PQclear(r);
+	PQexitPipelineMode(c);
+	if (PQtransactionStatus(c) == PQTRANS_INERROR) /* a failed bell */
+		PQclear(PQexec(c, "ROLLBACK"));
+	return 0;
+drain:
+	/* skip to the sync; a broken connection ends it early */
+	while (PQstatus(c) == CONNECTION_OK) {
+		r = PQgetResult(c);
+		if (!r)
+			continue;
+		if (PQresultStatus(r) == PGRES_PIPELINE_SYNC) {
+			PQclear(r);
+			break;
+		}
+		PQclear(r);
+	}
+	if (PQstatus(c) == CONNECTION_OK) {
+		PQexitPipelineMode(c);
+		if (PQtransactionStatus(c) == PQTRANS_INERROR)
+			PQclear(PQexec(c, "ROLLBACK"));
+	}
+	return -EIO;
+}
+
+static int batch_attempt(struct pg_store *ps, struct op *batch, bool durable,
+			 PGresult **fr, struct op **failed, bool *at_commit,
+			 bool *rang)
+{
+	struct op *op;
+	int rc;
+
+	*failed = NULL;
+	*fr = NULL;
+	*at_commit = false;
+	*rang = false;
+	if (exec_cmd(ps->w.c,
+		     durable && !ps->durable
+			     ? "BEGIN; SET LOCAL synchronous_commit = on"
+			     : "BEGIN",
+		     fr))
+		return -EIO;
+	if (pipe_ok(batch)) {
+		rc = batch_pipe(ps, batch, fr, failed, at_commit, rang);
+		if (rc != -EAGAIN)
+			return rc;
+	}
+	for (op = batch; op; op = op->next) {
+		if (op->final)
+			continue;
+		rc = op_run(ps, op, fr);
+		if (*fr) {
+			*failed = op;
+			PQclear(PQexec(ps->w.c, "ROLLBACK"));
+			return rc;
+		}
+		op->rc = rc;
+	}
+	*at_commit = true;
+	if (exec_cmd(ps->w.c, "COMMIT", fr))
+		return -EIO;
+	return 0;
+}
+
+/* After a commit: every op settled, the counters. */
+static void batch_account(struct pg_store *ps, struct op *batch,
+			  const struct batch_info *bi, int64_t commit_ns)
+{
+	struct op *op;
+
+	ps->wstats.commits++;
+	ps->wstats.commit_ns += commit_ns;
+	if (bi->nchanges > ps->wstats.max_batch)
+		ps->wstats.max_batch = bi->nchanges;
+	for (op = batch; op; op = op->next) {
+		op->final = true;
+		if (!op_changes_kv(op))
+			continue;
+		if (op->rc == 0)
+			ps->wstats.rows++;
+		else if (op->rc != -ENOENT)
+			ps->wstats.errors++;
+	}
+}
+
+/* Flushes the WAL if an async commit is not yet durable (store_sync). */
+static int wal_flush(struct pg_store *ps)
+{
+	PGresult *r = NULL;
+
+	if (!ps->unsynced)
+		return 0;
+	if (exec_cmd(ps->w.c,
+		     "BEGIN; SET LOCAL synchronous_commit = on; "
+		     "SELECT pg_current_xact_id(); COMMIT",
+		     &r)) {
+		if (PQtransactionStatus(ps->w.c) == PQTRANS_INERROR)
+			PQclear(PQexec(ps->w.c, "ROLLBACK"));
+		return fail(ps, &ps->w, r, "sync", NULL, NULL, 0);
+	}
+	ps->unsynced = false;
+	return 0;
+}
+
+/* The whole life of one batch; settles every op. */
+static void batch_run(struct pg_store *ps, struct op *batch)
+{
+	int64_t deadline = now_ns() + (int64_t)ps->busy_timeout_ms * 1000000,
+		t0;
+	enum store_err_kind kind;
+	struct batch_info bi;
+	unsigned tries = 0;
+	struct op *op, *failed;
+	PGresult *fr;
+	char msg[512];
+	bool lost, at_commit, rang;
+	int err;
+
+	batch_scan(batch, &bi);
+	for (op = batch; op; op = op->next) {
+		op->final = false;
+		op->rc = 0;
+	}
+	err = writer_connect(ps, deadline);
+	if (err) {
+		batch_fail(batch, err);
+		return;
+	}
+	if (!bi.nwrites) { /* syncs only */
+		batch_fail(batch, wal_flush(ps));
+		return;
+	}
+	for (;;) {
+		t0 = now_ns();
+		err = batch_attempt(ps, batch, bi.durable, &fr, &failed,
+				    &at_commit, &rang);
+		if (err == 0) {
+			batch_account(ps, batch, &bi, now_ns() - t0);
+			ps->unsynced = !(bi.durable || ps->durable);
+			if (bi.nchanges && !rang)
+				ring(ps);
+			return;
+		}
+		err = pg_errno(ps->w.c, fr, &kind, &lost);
+		pg_msg(ps->w.c, fr, msg, sizeof(msg));
+		PQclear(fr);
+		if (lost) {
+			PQfinish(ps->w.c);
+			ps->w.c = NULL;
+			ps->w.prepared = 0;
+			/* before COMMIT nothing of the batch is stored: run it
+			 * again on a new connection (a server restart, or a
+			 * connection that died while idle); after COMMIT the
+			 * outcome is unknown and the ops fail with EIO */
+			if (!at_commit && now_ns() < deadline) {
+				err = writer_connect(ps, deadline);
+				if (err == 0) {
+					tries++;
+					continue;
+				}
+				for (op = batch; op; op = op->next)
+					if (!op->final && op_changes_kv(op))
+						ps->wstats.errors++;
+				batch_fail(batch, err); /* reported */
+				return;
+			}
+		}
+		if (kind == STORE_ERR_BUSY && now_ns() < deadline) {
+			ps->wstats.busy_retries++;
+			sleep_ms(1u << (tries < 4 ? tries : 4));
+			tries++;
+			continue;
+		}
+		if (failed && kind == STORE_ERR_OTHER) {
+			/* this op alone: the others run again without it */
+			failed->rc = err;
+			failed->final = true;
+			if (op_changes_kv(failed))
+				ps->wstats.errors++;
+			report(ps, err, kind, op_name(failed), failed->region,
+			       failed->key, failed->klen, msg);
+			continue;
+		}
+		for (op = batch; op; op = op->next)
+			if (!op->final && op_changes_kv(op))
+				ps->wstats.errors++;
+		report(ps, err, kind, batch->next ? "commit" : op_name(batch),
+		       batch->region, batch->key, batch->klen, msg);
+		batch_fail(batch, err);
+		return;
+	}
+}
+
+static void *writer_main(void *arg)
+{
+	struct pg_store *ps = arg;
+	struct op *batch, *op, *next;
+
+	pthread_mutex_lock(&ps->lock);
+	for (;;) {
+		while (!ps->queue && !ps->stopping)
+			pthread_cond_wait(&ps->wake, &ps->lock);
+		batch = ps->queue;
+		if (!batch)
+			break;
+		ps->queue = NULL;
+		ps->tail = &ps->queue;
+		pthread_mutex_unlock(&ps->lock);
+
+		batch_run(ps, batch);
+
+		pthread_mutex_lock(&ps->lock);
+		ps->stats = ps->wstats;
+		for (op = batch; op; op = next) {
+			next = op->next;
+			op->done = true;
+			pthread_cond_signal(&op->cond);
+		}
+	}
+	pthread_mutex_unlock(&ps->lock);
+	return NULL;
+}
+
+static int submit(struct pg_store *ps, struct op *op)
+{
+	int rc;
+
+	op->done = false;
+	op->next = NULL;
+	op->rc = 0;
+	if (ps->read_only)
+		return op->kind == OP_SYNC || op->kind == OP_PRUNE ? 0 : -EROFS;
+	if (pthread_cond_init(&op->cond, NULL))
+		return -ENOMEM;
+	pthread_mutex_lock(&ps->lock);
+	if (ps->stopping) {
+		rc = -ESHUTDOWN;
+		goto out;
+	}
+	*ps->tail = op;
+	ps->tail = &op->next;
+	pthread_cond_signal(&ps->wake);
+	while (!op->done)
+		pthread_cond_wait(&op->cond, &ps->lock);
+	rc = op->rc;
+out:
+	pthread_mutex_unlock(&ps->lock);
+	pthread_cond_destroy(&op->cond);
+	return rc;
+}
+
+static int pg_put(struct store *st, const char *region, const void *key,
+		  size_t klen, const void *data, size_t len, unsigned flags,
+		  struct store_meta *meta)
+{
+	struct op op = {.kind = OP_PUT,
+			.flags = flags,
+			.region = region,
+			.key = key,
+			.klen = klen,
+			.data = data,
+			.len = len};
+	int rc;
+
+	rc = check_args(region, key, klen);
+	if (rc == 0 &&
+	    ((flags & ~STORE_DURABLE) || (len && !data) || len > INT_MAX))
+		rc = len > INT_MAX ? -EFBIG : -EINVAL;
+	if (rc == 0)
+		rc = submit(PS(st), &op);
+	if (rc == 0 && meta)
+		*meta = op.meta;
+	return rc;
+}
+
+static int pg_delete(struct store *st, const char *region, const void *key,
+		     size_t klen, unsigned flags)
+{
+	struct op op = {.kind = OP_DELETE,
+			.flags = flags,
+			.region = region,
+			.key = key,
+			.klen = klen};
+	int rc = check_args(region, key, klen);
+
+	if (rc == 0 && (flags & ~STORE_DURABLE))
+		rc = -EINVAL;
+	return rc ? rc : submit(PS(st), &op);
+}
+
+static int pg_delete_version(struct store *st, const char *region,
+			     const void *key, size_t klen, uint64_t version,
+			     unsigned flags)
+{
+	struct op op = {.kind = OP_DELETE,
+			.flags = flags,
+			.region = region,
+			.key = key,
+			.klen = klen,
+			.if_version = version};
+	int rc = check_args(region, key, klen);
+
+	if (rc == 0 &&
+	    ((flags & ~STORE_DURABLE) || !version || version > INT64_MAX))
+		rc = -EINVAL;
+	return rc ? rc : submit(PS(st), &op);
+}
+
+static int pg_rename(struct store *st, const char *region, const void *from,
+		     size_t flen, const void *to, size_t tlen, unsigned flags)
+{
+	struct op op = {.kind = OP_RENAME,
+			.flags = flags,
+			.region = region,
+			.key = from,
+			.klen = flen,
+			.key2 = to,
+			.klen2 = tlen};
+	int rc = check_args(region, from, flen);
+
+	if (rc == 0)
+		rc = check_key(to, tlen);
+	if (rc == 0 && (flags & ~STORE_DURABLE))
+		rc = -EINVAL;
+	return rc ? rc : submit(PS(st), &op);
+}
+
+static int pg_sync(struct store *st)
+{
+	struct op op = {.kind = OP_SYNC};
+
+	return submit(PS(st), &op);
+}
+
+static int pg_changes_prune(struct store *st, uint64_t max_age_ms)
+{
+	struct op op = {.kind = OP_PRUNE};
+	int64_t now = wall_ns() / 1000000;
+
+	op.cutoff_ms = max_age_ms >= (uint64_t)now ? 0 : now - max_age_ms;
+	return submit(PS(st), &op);
+}
+
+/* ---- the change feed ---------------------------------------------------------- */
+
+/* Reads what arrived on the feed connection; counts others' doorbells. */
+static int feed_drain_locked(struct pg_store *ps)
+{
+	PGnotify *n;
+	int got = 0;
+
+	if (!ps->f.c)
+		return -ENOTCONN;
+	if (!PQconsumeInput(ps->f.c)) {
+		PQfinish(ps->f.c);
+		ps->f.c = NULL;
+		ps->f.prepared = 0;
+		return -EIO;
+	}
+	while ((n = PQnotifies(ps->f.c))) {
+		if (strcmp(n->extra, ps->origin) != 0)
+			got++;
+		PQfreemem(n);
+	}
+	if (got)
+		atomic_fetch_add_explicit(&ps->bells_received, got,
+					  memory_order_relaxed);
+	ps->bells_pending += got;
+	return got;
+}
+
+static int feed_connect_locked(struct pg_store *ps)
+{
+	return conn_ensure(ps, &ps->f, CONN_FEED, "feed");
+}
+
+/* The state holding token, or NULL. */
+static struct cursor_state *cur_find_locked(struct pg_store *ps, uint64_t tok)
+{
+	int i;
+
+	for (i = 0; tok && i < PG_CURSORS; i++)
+		if (ps->cur[i].token == tok)
+			return &ps->cur[i];
+	return NULL;
+}
+
+/*
+ * Records a new position (copies of from and to) and returns its token;
+ * 0 on ENOMEM. Tokens grow, and follow the log's head where they can.
+ */
+static uint64_t cur_add_locked(struct pg_store *ps, const char *from,
+			       const char *to, uint64_t after, uint64_t head)
+{
+	struct cursor_state *c = &ps->cur[ps->cur_next];
+	char *f = strdup(from), *t = to ? strdup(to) : NULL;
+	uint64_t tok;
+
+	if (!f || (to && !t)) {
+		free(f);
+		free(t);
+		return 0;
+	}
+	tok = head > ps->next_token ? head : ps->next_token;
+	ps->next_token = tok + 1;
+	free(c->from);
+	free(c->to);
+	c->token = tok;
+	c->from = f;
+	c->to = t;
+	c->after = after;
+	ps->cur_next = (ps->cur_next + 1) % PG_CURSORS;
+	return tok;
+}
+
+/* A new target snapshot (and the head); drains notifications. */
+static int feed_snap_locked(struct pg_store *ps, char **snap, uint64_t *head)
+{
+	PGresult *r;
+	int err;
+
+	err = feed_connect_locked(ps);
+	if (err)
+		return err;
+	r = run(ps, &ps->f, PQ_SNAP, NULL, NULL, NULL, "feed", NULL, NULL, 0,
+		&err);
+	if (!r)
+		return err;
+	feed_drain_locked(ps);
+	*snap = strdup(PQgetvalue(r, 0, 0));
+	*head = col_u64(r, 0, 1);
+	atomic_store_explicit(&ps->queue_ppm, col_u64(r, 0, 2),
+			      memory_order_relaxed);
+	PQclear(r);
+	return *snap ? 0 : -ENOMEM;
+}
+
+static int pg_changes_head(struct store *st, uint64_t *cursor)
+{
+	struct pg_store *ps = PS(st);
+	uint64_t head, tok = 0;
+	char *snap = NULL;
+	int err;
+
+	pthread_mutex_lock(&ps->feed_lock);
+	err = feed_snap_locked(ps, &snap, &head);
+	if (err == 0)
+		tok = cur_add_locked(ps, snap, NULL, 0, head);
+	pthread_mutex_unlock(&ps->feed_lock);
+	free(snap);
+	if (err == 0 && !tok)
+		err = -ENOMEM;
+	if (err == 0)
+		*cursor = tok;
+	return err;
+}
+
+/* One change of a page, copied out: region and key point into buf. */
+struct feed_row {
+	uint64_t seq;
+	size_t region_off, key_off, klen;
+	bool all; /* region NULL: a TRUNCATE, everything changed */
+	bool own;
+};
+
+struct feed_page {
+	struct feed_row rows[PG_PAGE_ROWS];
+	size_t n;
+	bool pruned;
+	char *buf;
+	size_t len, cap;
+};
+
+static ssize_t page_append(struct feed_page *p, const char *b, size_t n)
+{
+	size_t need = p->len + n + 1, off = p->len, cap;
+	char *nb;
+
+	if (need > p->cap) {
+		cap = need > 2 * p->cap ? need : 2 * p->cap;
+		nb = realloc(p->buf, cap);
+		if (!nb)
+			return -1;
+		p->buf = nb;
+		p->cap = cap;
+	}
+	if (n)
+		memcpy(p->buf + off, b, n);
+	p->buf[off + n] = '\0';
+	p->len = need;
+	return (ssize_t)off;
+}
+
+/* The xmin of a snapshot's text form "xmin:xmax:xip,...". */
+static void snap_xmin(const char *snap, char *out, size_t n)
+{
+	size_t i = strcspn(snap, ":");
+
+	if (i >= n)
+		i = n - 1;
+	memcpy(out, snap, i);
+	out[i] = '\0';
+}
+
+/* Reads one page of the pass from -> to after seq `after` into p. */
+static int feed_page_locked(struct pg_store *ps, const char *from,
+			    const char *to, uint64_t after, struct feed_page *p)
+{
+	char xmin[32], aft[24];
+	const char *vals[5] = {xmin, from, to, aft, ps->origin};
+	int lens[5] = {0}, fmts[5] = {0};
+	PGresult *r;
+	ssize_t ro, ko;
+	int err, i;
+
+	p->n = p->len = 0;
+	p->pruned = false;
+	snap_xmin(from, xmin, sizeof(xmin));
+	snprintf(aft, sizeof(aft), "%" PRIu64, after);
+	err = feed_connect_locked(ps);
+	if (err)
+		return err;
+	r = run(ps, &ps->f, PQ_PAGE, vals, lens, fmts, "feed", NULL, NULL, 0,
+		&err);
+	if (!r)
+		return err;
+	feed_drain_locked(ps);
+	for (i = 0; i < PQntuples(r) && err == 0; i++) {
+		struct feed_row *row = &p->rows[p->n];
+
+		if (i == 0)
+			p->pruned = col_i64(r, 0, 0) != 0;
+		if (PQgetisnull(r, i, 1))
+			continue; /* no log row: the LEFT JOIN's filler */
+		row->seq = col_u64(r, i, 1);
+		row->all = PQgetisnull(r, i, 2) || PQgetisnull(r, i, 3);
+		row->own = col_i64(r, i, 4) != 0;
+		ro = page_append(p, PQgetvalue(r, i, 2), PQgetlength(r, i, 2));
+		ko = page_append(p, PQgetvalue(r, i, 3), PQgetlength(r, i, 3));
+		if (ro < 0 || ko < 0) {
+			err = -ENOMEM;
+			break;
+		}
+		row->region_off = ro;
+		row->key_off = ko;
+		row->klen = PQgetlength(r, i, 3);
+		p->n++;
+	}
+	PQclear(r);
+	return err;
+}
+
+/* One store_changes() call. */
+struct feed_pass {
+	store_change_fn fn;
+	void *ctx;
+	int calls;
+	bool stop, invalidated;
+};
+
+static void pass_call(struct feed_pass *fp, const char *region, const void *key,
+		      size_t klen)
+{
+	if (!key) {
+		if (fp->invalidated)
+			return; /* once per pass is enough */
+		fp->invalidated = true;
+		region = NULL;
+	}
+	fp->calls++;
+	fp->stop = fp->fn(fp->ctx, region, key, klen) != 0;
+}
+
+/*
+ * The pass from *from to *to (a fresh snapshot if the position has no
+ * pass in progress), paged; ends with the new position's token.
+ */
+static int pg_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
+		      void *ctx)
+{
+	struct pg_store *ps = PS(st);
+	struct feed_pass fp = {.fn = fn, .ctx = ctx};
+	struct cursor_state *c;
+	struct feed_page *p = NULL;
+	char *from = NULL, *to = NULL;
+	uint64_t after = 0, head = 0, tok = 0;
+	bool done = false;
+	size_t i;
+	int err;
+
+	if (!fn)
+		return -EINVAL;
+	pthread_mutex_lock(&ps->feed_lock);
+	c = cur_find_locked(ps, *cursor);
+	if (c) {
+		from = strdup(c->from);
+		to = c->to ? strdup(c->to) : NULL;
+		after = c->after;
+		err = from && (to || !c->to) ? 0 : -ENOMEM;
+		if (err == 0 && !to)
+			err = feed_snap_locked(ps, &to, &head);
+	} else { /* a position we no longer hold: start over from now */
+		err = feed_snap_locked(ps, &to, &head);
+	}
+	pthread_mutex_unlock(&ps->feed_lock);
+	if (err == 0 && !c) {
+		pass_call(&fp, NULL, NULL, 0);
+		from = to;
+		to = NULL;
+		done = true;
+	}
+	if (err == 0 && !done && !(p = calloc(1, sizeof(*p))))
+		err = -ENOMEM;
+	while (err == 0 && !done && !fp.stop) {
+		pthread_mutex_lock(&ps->feed_lock);
+		err = feed_page_locked(ps, from, to, after, p);
+		pthread_mutex_unlock(&ps->feed_lock);
+		if (err)
+			break;
+		if (p->pruned) { /* rows we may not have seen are gone */
+			pass_call(&fp, NULL, NULL, 0);
+			done = true;
+			break;
+		}
+		for (i = 0; i < p->n && !fp.stop; i++) {
+			struct feed_row *row = &p->rows[i];
+
+			after = row->seq;
+			if (row->own || (!row->all && !row->klen))
+				continue; /* ours, or an empty key: no file */
+			if (row->all)
+				pass_call(&fp, NULL, NULL, 0);
+			else
+				pass_call(&fp, p->buf + row->region_off,
+					  p->buf + row->key_off, row->klen);
+		}
+		if (i == p->n && p->n < PG_PAGE_ROWS)
+			done = true;
+	}
+	if (p) {
+		free(p->buf);
+		free(p);
+	}
+	if (err == 0) {
+		atomic_fetch_add_explicit(&ps->passes, 1, memory_order_relaxed);
+		pthread_mutex_lock(&ps->feed_lock);
+		if (done && to) /* the pass reached its target */
+			tok = cur_add_locked(ps, to, NULL, 0, head);
+		else if (done)
+			tok = cur_add_locked(ps, from, NULL, 0, head);
+		else
+			tok = cur_add_locked(ps, from, to, after, head);
+		pthread_mutex_unlock(&ps->feed_lock);
+		if (!tok)
+			err = -ENOMEM;
+		else
+			*cursor = tok;
+	}
+	free(from);
+	free(to);
+	return err ? err : fp.calls;
+}
+
+static int pg_changes_fd(struct store *st)
+{
+	struct pg_store *ps = PS(st);
+	int fd;
+
+	pthread_mutex_lock(&ps->feed_lock);
+	fd = ps->f.c && PQstatus(ps->f.c) == CONNECTION_OK ? PQsocket(ps->f.c)
+							   : -ENOTCONN;
+	pthread_mutex_unlock(&ps->feed_lock);
+	return fd >= 0 ? fd : -ENOTCONN;
+}
+
+static int pg_changes_drain(struct store *st)
+{
+	struct pg_store *ps = PS(st);
+	int n;
+
+	pthread_mutex_lock(&ps->feed_lock);
+	n = feed_drain_locked(ps);
+	if (n >= 0 || ps->bells_pending) {
+		/* with those drained after the feed's own queries: a bell
+		 * heard during a pass may be for a commit after its snapshot */
+		n = ps->bells_pending;
+		ps->bells_pending = 0;
+	}
+	pthread_mutex_unlock(&ps->feed_lock);
+	return n;
+}
+
+/* ---- stats, open and close ------------------------------------------------- */
+
+static void pg_stats(struct store *st, struct store_stats *out)
+{
+	struct pg_store *ps = PS(st);
+	int k;
+
+	pthread_mutex_lock(&ps->lock);
+	*out = ps->stats;
+	pthread_mutex_unlock(&ps->lock);
+	for (k = 0; k < STORE_ERR_NKINDS; k++)
+		out->errs[k] = atomic_load_explicit(&ps->errs[k],
+						    memory_order_relaxed);
+	out->read_only = ps->read_only;
+	out->doorbells_sent =
+		atomic_load_explicit(&ps->bells_sent, memory_order_relaxed);
+	out->doorbells_failed =
+		atomic_load_explicit(&ps->bells_failed, memory_order_relaxed);
+	out->doorbells_received =
+		atomic_load_explicit(&ps->bells_received, memory_order_relaxed);
+	out->feed_passes =
+		atomic_load_explicit(&ps->passes, memory_order_relaxed);
+	out->reconnects =
+		atomic_load_explicit(&ps->reconnects, memory_order_relaxed);
+	out->notify_queue_ppm =
+		atomic_load_explicit(&ps->queue_ppm, memory_order_relaxed);
+}
+
+/*
+ * Creates or upgrades the schema in one transaction, under an advisory
+ * lock. -EPROTO for a newer version than we know, or one that a read-only
+ * store would have to change.
+ */
+static int schema_upgrade(struct pg_store *ps, PGconn *c)
+{
+	PGresult *r = NULL;
+	char sql[128];
+	int v = 0, err = 0;
+
+	if (exec_cmd(c, "BEGIN", &r) || exec_cmd(c, PG_SCHEMA_LOCK, &r))
+		goto fail;
+	r = PQexec(c, "SELECT to_regclass('regionfs.schema_version') "
+		      "IS NOT NULL");
+	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK)
+		goto fail;
+	if (PQgetvalue(r, 0, 0)[0] == 't') {
+		PQclear(r);
+		r = PQexec(c, "SELECT max(version) FROM "
+			      "regionfs.schema_version");
+		if (!r || PQresultStatus(r) != PGRES_TUPLES_OK)
+			goto fail;
+		v = atoi(PQgetvalue(r, 0, 0));
+	} else if (!ps->read_only) {
+		PQclear(r);
+		r = NULL;
+		if (exec_cmd(c,
+			     "CREATE SCHEMA IF NOT EXISTS regionfs; "
+			     "CREATE TABLE regionfs.schema_version("
+			     "version integer NOT NULL); "
+			     "INSERT INTO regionfs.schema_version VALUES (0)",
+			     &r))
+			goto fail;
+	}
+	PQclear(r);
+	r = NULL;
+	if (v > PG_SCHEMA_VERSION || (ps->read_only && v != PG_SCHEMA_VERSION))
+		err = -EPROTO;
+	for (; err == 0 && v < PG_SCHEMA_VERSION; v++) {
+		snprintf(sql, sizeof(sql),
+			 "UPDATE regionfs.schema_version SET version = %d",
+			 v + 1);
+		if (exec_cmd(c, pg_schema_steps[v], &r) || exec_cmd(c, sql, &r))
+			goto fail;
+	}
+	if (err == 0 && exec_cmd(c, "COMMIT", &r))
+		goto fail;
+	if (err)
+		PQclear(PQexec(c, "ROLLBACK"));
+	return err;
+fail : {
+	enum store_err_kind kind;
+	char msg[512];
+	bool lost;
+
+	err = pg_errno(c, r, &kind, &lost);
+	report(ps, err, kind, "schema", NULL, NULL, 0,
+	       pg_msg(c, r, msg, sizeof(msg)));
+	PQclear(r);
+}
+	if (PQstatus(c) == CONNECTION_OK)
+		PQclear(PQexec(c, "ROLLBACK"));
+	return err;
+}
+
+static void pconn_close(struct pconn *pc)
+{
+	PQfinish(pc->c);
+	pc->c = NULL;
+}
+
+static void pg_close(struct store *st)
+{
+	struct pg_store *ps = PS(st);
+	int i;
+
+	if (ps->thread_ok) {
+		pthread_mutex_lock(&ps->lock);
+		ps->stopping = true;
+		pthread_cond_signal(&ps->wake);
+		pthread_mutex_unlock(&ps->lock);
+		pthread_join(ps->writer, NULL);
+	}
+	pconn_close(&ps->w);
+	pconn_close(&ps->f);
+	for (i = 0; i < PG_READERS; i++)
+		pconn_close(&ps->readers[i]);
+	for (i = 0; i < PG_CURSORS; i++) {
+		free(ps->cur[i].from);
+		free(ps->cur[i].to);
+	}
+	if (ps->locks_ok) {
+		pthread_mutex_destroy(&ps->lock);
+		pthread_cond_destroy(&ps->wake);
+		pthread_mutex_destroy(&ps->pool_lock);
+		pthread_cond_destroy(&ps->pool_free);
+		pthread_mutex_destroy(&ps->feed_lock);
+	}
+	free(ps->conninfo);
+	free(ps);
+}
+
+static const struct store_ops pg_ops;
+
+/* A random origin id for this store's writer. */
+static void make_origin(struct pg_store *ps)
+{
+	unsigned char b[12];
+	size_t i;
+
+	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b)) {
+		uint64_t t = (uint64_t)wall_ns() ^ (uint64_t)(uintptr_t)ps;
+
+		memcpy(b, &t, 8);
+		memset(b + 8, 0, 4);
+	}
+	memcpy(ps->origin, "rfs-", 4);
+	for (i = 0; i < sizeof(b); i++)
+		snprintf(ps->origin + 4 + 2 * i, 3, "%02x", b[i]);
+}
+
+int store__pg_open(const char *conninfo, const struct store_options *opts,
+		   struct store **out)
+{
+	struct pg_store *ps;
+	char msg[512];
+	PGconn *c;
+	int err;
+
+	*out = NULL;
+	ps = calloc(1, sizeof(*ps));
+	if (!ps)
+		return -ENOMEM;
+	ps->ops = &pg_ops;
+	ps->conninfo = strdup(conninfo);
+	ps->durable = opts && opts->durable;
+	ps->read_only = opts && opts->read_only;
+	ps->busy_timeout_ms = opts && opts->busy_timeout_ms
+				      ? opts->busy_timeout_ms
+				      : DEFAULT_BUSY_MS;
+	ps->on_error = opts ? opts->on_error : NULL;
+	ps->error_ctx = opts ? opts->error_ctx : NULL;
+	ps->tail = &ps->queue;
+	ps->next_token = 1;
+	make_origin(ps);
+	if (!ps->conninfo) {
+		free(ps);
+		return -ENOMEM;
+	}
+	if (pthread_mutex_init(&ps->lock, NULL) ||
+	    pthread_cond_init(&ps->wake, NULL) ||
+	    pthread_mutex_init(&ps->pool_lock, NULL) ||
+	    pthread_cond_init(&ps->pool_free, NULL) ||
+	    pthread_mutex_init(&ps->feed_lock, NULL)) {
+		free(ps->conninfo);
+		free(ps);
+		return -ENOMEM;
+	}
+	ps->locks_ok = true;
+	/* the schema on a connection of its own, which becomes a reader */
+	c = conn_open(ps, msg, sizeof(msg));
+	if (!c) {
+		enum store_err_kind kind;
+
+		err = conn_errno(msg, &kind);
+		report(ps, err, kind, "connect", NULL, NULL, 0, msg);
+		goto out;
+	}
+	ps->readers[0].c = c;
+	ps->readers[0].ever = true;
+	err = schema_upgrade(ps, c);
+	if (err)
+		goto out;
+	if (!ps->read_only) {
+		err = conn_ensure(ps, &ps->w, CONN_WRITER, "connect");
+		if (err == 0)
+			err = writer_prepare(ps);
+		if (err)
+			goto out;
+		err = -pthread_create(&ps->writer, NULL, writer_main, ps);
+		ps->thread_ok = err == 0;
+	}
+out:
+	if (err) {
+		pg_close((struct store *)(void *)ps);
+		return err;
+	}
+	*out = (struct store *)(void *)ps;
+	return 0;
+}
+
+static const struct store_ops pg_ops = {
+	.name = "postgresql",
+	.close = pg_close,
+	.load = pg_load,
+	.stat = pg_stat,
+	.put = pg_put,
+	.del = pg_delete,
+	.delete_version = pg_delete_version,
+	.rename = pg_rename,
+	.sync = pg_sync,
+	.list = pg_list,
+	.region_usage = pg_region_usage,
+	.changes_head = pg_changes_head,
+	.changes = pg_changes,
+	.changes_prune = pg_changes_prune,
+	.stats = pg_stats,
+	.changes_fd = pg_changes_fd,
+	.changes_drain = pg_changes_drain,
+};

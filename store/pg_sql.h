@@ -1,0 +1,241 @@
+/*
+ * pg_sql.h - the SQL text of the PostgreSQL store: schema, upgrade steps
+ * and the statements pg.c prepares. Included by pg.c only. doc/schema.md
+ * is the reference for users of the schema.
+ */
+#ifndef RFS_PG_SQL_H
+#define RFS_PG_SQL_H
+
+#define PG_SCHEMA_VERSION 1 /* regionfs.schema_version this code writes */
+#define PG_CHANNEL	  "regionfs" /* the doorbell's LISTEN channel */
+
+/* Serialises schema creation and upgrades between mounts starting at once. */
+#define PG_SCHEMA_LOCK "SELECT pg_advisory_xact_lock(7276784519437313)"
+
+/*
+ * Version 1. Everything lives in schema regionfs (created with
+ * schema_version before the first step), so the tables sit next to an
+ * application's own in a database operators already run.
+ *
+ * kv: keys are bytea (any bytes round-trip, and bytea compares with
+ * memcmp, so ORDER BY key is byte order). kv_fill (BEFORE, per row)
+ * keeps size, mtime_ns and version right for writers that leave them out
+ * or change a row without a new version (psql); our writer sets all
+ * three, so it changes nothing on our path.
+ *
+ * changes: the change log. kv_log (AFTER, per row; per statement for
+ * TRUNCATE, logged as region and key NULL: "everything changed") inserts
+ * one row per name changed, in the writer's own transaction, with its
+ * transaction id (xid, pg_current_xact_id()) and the writer's origin (the
+ * session setting regionfs.origin: each mount's writer sets its own, so
+ * it can skip its own changes; NULL for everyone else). The trigger does
+ * NOT notify: a notifying transaction holds a cluster-wide lock through
+ * its commit's WAL flush, which serialises every writer's commits. It is
+ * SECURITY DEFINER so that a client allowed to write kv is logged even
+ * without rights on changes.
+ *
+ * log_horizon: the largest xid among the log rows pruned so far; a reader
+ * whose position is older must assume it missed something.
+ */
+static const char pg_schema_v1[] =
+	"CREATE TABLE regionfs.kv(\n"
+	"  region text NOT NULL,\n"
+	"  key bytea NOT NULL,\n"
+	"  value bytea NOT NULL,\n"
+	"  size bigint,\n"
+	"  mtime_ns bigint,\n"
+	"  version bigint,\n"
+	"  PRIMARY KEY (region, key));\n"
+	"CREATE TABLE regionfs.changes(\n"
+	"  seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,\n"
+	"  xid xid8 NOT NULL DEFAULT pg_current_xact_id(),\n"
+	"  region text,\n"
+	"  key bytea,\n"
+	"  ts_ms bigint NOT NULL,\n"
+	"  origin text);\n"
+	"CREATE INDEX changes_xid ON regionfs.changes(xid);\n"
+	"CREATE INDEX changes_ts ON regionfs.changes(ts_ms);\n"
+	"CREATE TABLE regionfs.log_horizon(pruned_upto xid8 NOT NULL);\n"
+	"INSERT INTO regionfs.log_horizon VALUES ('0');\n"
+	"CREATE FUNCTION regionfs.kv_fill() RETURNS trigger\n"
+	"LANGUAGE plpgsql AS $$\n"
+	"BEGIN\n"
+	"  IF TG_OP = 'UPDATE' THEN\n"
+	"    IF NEW.version IS NOT DISTINCT FROM OLD.version AND\n"
+	"       (NEW.region IS DISTINCT FROM OLD.region OR\n"
+	"        NEW.key IS DISTINCT FROM OLD.key OR\n"
+	"        NEW.value IS DISTINCT FROM OLD.value) THEN\n"
+	"      NEW.size := NULL;\n"
+	"      NEW.mtime_ns := NULL;\n"
+	"      NEW.version := coalesce(OLD.version, 0) + 1;\n"
+	"    END IF;\n"
+	"    IF NEW.version IS NULL THEN\n"
+	"      NEW.version := coalesce(OLD.version, 0) + 1;\n"
+	"    END IF;\n"
+	"  ELSIF NEW.version IS NULL THEN\n"
+	"    NEW.version := 1;\n"
+	"  END IF;\n"
+	"  IF NEW.size IS NULL THEN\n"
+	"    NEW.size := length(NEW.value);\n"
+	"  END IF;\n"
+	"  IF NEW.mtime_ns IS NULL THEN\n"
+	"    NEW.mtime_ns :=\n"
+	"      (extract(epoch FROM clock_timestamp()) * 1000000000)::bigint;\n"
+	"  END IF;\n"
+	"  RETURN NEW;\n"
+	"END $$;\n"
+	"CREATE TRIGGER kv_fill BEFORE INSERT OR UPDATE ON regionfs.kv\n"
+	"  FOR EACH ROW EXECUTE FUNCTION regionfs.kv_fill();\n"
+	"CREATE FUNCTION regionfs.kv_log() RETURNS trigger\n"
+	"LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, "
+	"pg_temp AS $$\n"
+	"DECLARE\n"
+	"  now_ms bigint := (extract(epoch FROM clock_timestamp()) * 1000)"
+	"::bigint;\n"
+	"  o text := nullif(current_setting('regionfs.origin', true), '');\n"
+	"BEGIN\n"
+	"  IF TG_OP = 'TRUNCATE' THEN\n"
+	"    INSERT INTO regionfs.changes(region, key, ts_ms, origin)\n"
+	"      VALUES (NULL, NULL, now_ms, o);\n"
+	"    RETURN NULL;\n"
+	"  END IF;\n"
+	"  IF TG_OP = 'DELETE' THEN\n"
+	"    INSERT INTO regionfs.changes(region, key, ts_ms, origin)\n"
+	"      VALUES (OLD.region, OLD.key, now_ms, o);\n"
+	"    RETURN NULL;\n"
+	"  END IF;\n"
+	"  IF TG_OP = 'UPDATE' THEN\n"
+	"    IF OLD.region IS DISTINCT FROM NEW.region OR\n"
+	"       OLD.key IS DISTINCT FROM NEW.key THEN\n"
+	"      INSERT INTO regionfs.changes(region, key, ts_ms, origin)\n"
+	"        VALUES (OLD.region, OLD.key, now_ms, o);\n"
+	"    END IF;\n"
+	"  END IF;\n"
+	"  INSERT INTO regionfs.changes(region, key, ts_ms, origin)\n"
+	"    VALUES (NEW.region, NEW.key, now_ms, o);\n"
+	"  RETURN NULL;\n"
+	"END $$;\n"
+	"CREATE TRIGGER kv_log\n"
+	"  AFTER INSERT OR DELETE OR UPDATE OF region, key, value\n"
+	"  ON regionfs.kv FOR EACH ROW EXECUTE FUNCTION regionfs.kv_log();\n"
+	"CREATE TRIGGER kv_log_truncate AFTER TRUNCATE ON regionfs.kv\n"
+	"  FOR EACH STATEMENT EXECUTE FUNCTION regionfs.kv_log();\n";
+
+/*
+ * pg_schema_steps[v] upgrades a database at version v to v + 1, inside
+ * the transaction pg.c's schema_upgrade() opens (with PG_SCHEMA_LOCK
+ * held). Version 2 appends its step and bumps PG_SCHEMA_VERSION.
+ */
+static const char *const pg_schema_steps[PG_SCHEMA_VERSION] = {
+	pg_schema_v1, /* 0 -> 1: no regionfs schema yet */
+};
+
+/* Keys that are valid file names (1..255 bytes, no '/' or NUL). */
+#define PG_KEY_IS_NAME                                                         \
+	"length(key) BETWEEN 1 AND 255 AND position('\\x2f'::bytea IN key) = " \
+	"0 AND position('\\x00'::bytea IN key) = 0"
+
+/* Prepared statements, by connection kind; see pg.c. */
+enum {
+	/* readers */
+	PQ_LOAD,
+	PQ_STAT,
+	PQ_LIST,
+	PQ_USAGE,
+	/* the writer */
+	PQ_PUT,
+	PQ_DELETE,
+	PQ_DELETE_VERSION,
+	PQ_VERSION,
+	PQ_RENAME,
+	PQ_PRUNE,
+	/* the feed (LISTEN) connection */
+	PQ_SNAP,
+	PQ_PAGE,
+	PQ_NSTMT
+};
+
+struct pg_stmt {
+	const char *name, *sql;
+	int nparams;
+};
+
+static const struct pg_stmt pg_stmts[PQ_NSTMT] = {
+	[PQ_LOAD] = {"rfs_load",
+		     "SELECT value, mtime_ns, version FROM regionfs.kv "
+		     "WHERE region = $1 AND key = $2",
+		     2},
+	[PQ_STAT] = {"rfs_stat",
+		     "SELECT size, mtime_ns, version FROM regionfs.kv "
+		     "WHERE region = $1 AND key = $2",
+		     2},
+	[PQ_LIST] = {"rfs_list",
+		     "SELECT key, size, mtime_ns, version FROM regionfs.kv "
+		     "WHERE region = $1 AND key > $2 AND " PG_KEY_IS_NAME
+		     " ORDER BY key LIMIT $3",
+		     3},
+	[PQ_USAGE] = {"rfs_usage",
+		      "SELECT count(*), coalesce(sum(size), 0)::bigint "
+		      "FROM regionfs.kv WHERE region = $1",
+		      1},
+	[PQ_PUT] = {"rfs_put",
+		    "INSERT INTO regionfs.kv AS t"
+		    "(region, key, value, size, mtime_ns, version) "
+		    "VALUES ($1, $2, $3, $4, $5, 1) "
+		    "ON CONFLICT (region, key) DO UPDATE SET "
+		    "value = excluded.value, size = excluded.size, "
+		    "mtime_ns = excluded.mtime_ns, "
+		    "version = coalesce(t.version, 0) + 1 "
+		    "RETURNING version",
+		    5},
+	[PQ_DELETE] = {"rfs_delete",
+		       "DELETE FROM regionfs.kv WHERE region = $1 AND key = $2",
+		       2},
+	[PQ_DELETE_VERSION] = {"rfs_delete_version",
+			       "DELETE FROM regionfs.kv WHERE region = $1 "
+			       "AND key = $2 AND version = $3 AND size = 0",
+			       3},
+	[PQ_VERSION] = {"rfs_version",
+			"SELECT coalesce(version, 0) FROM regionfs.kv "
+			"WHERE region = $1 AND key = $2 FOR UPDATE",
+			2},
+	[PQ_RENAME] = {"rfs_rename",
+		       "UPDATE regionfs.kv SET key = $3, mtime_ns = $4, "
+		       "version = $5 WHERE region = $1 AND key = $2",
+		       5},
+	/* deletes old log rows and raises the horizon past them, at once */
+	[PQ_PRUNE] = {"rfs_prune",
+		      "WITH d AS (DELETE FROM regionfs.changes "
+		      "WHERE ts_ms < $1 RETURNING xid) "
+		      "UPDATE regionfs.log_horizon SET pruned_upto = "
+		      "greatest(pruned_upto, (SELECT max(xid) FROM d)) "
+		      "WHERE EXISTS (SELECT 1 FROM d)",
+		      1},
+	/* a pass's target snapshot, the log's head, the NOTIFY queue */
+	[PQ_SNAP] = {"rfs_snap",
+		     "SELECT pg_current_snapshot()::text, "
+		     "coalesce((SELECT max(seq) FROM regionfs.changes), 0), "
+		     "(pg_notification_queue_usage() * 1000000)::bigint",
+		     0},
+	/*
+	 * One page of a pass from snapshot $2 (xmin $1) to snapshot $3: the
+	 * log rows of transactions that $3 sees and $2 did not, after seq
+	 * $4. The first column says whether rows were pruned that $2 may
+	 * not have seen; the LEFT JOIN gives it a row when no log row
+	 * qualifies (seq NULL). $5: our origin.
+	 */
+	[PQ_PAGE] = {"rfs_page",
+		     "SELECT h.pruned_upto >= $1::xid8, c.seq, c.region, "
+		     "c.key, c.origin IS NOT DISTINCT FROM $5 "
+		     "FROM regionfs.log_horizon h LEFT JOIN LATERAL ("
+		     "SELECT seq, region, key, origin FROM regionfs.changes "
+		     "WHERE xid >= $1::xid8 AND seq > $4 "
+		     "AND NOT pg_visible_in_snapshot(xid, $2::pg_snapshot) "
+		     "AND pg_visible_in_snapshot(xid, $3::pg_snapshot) "
+		     "ORDER BY seq LIMIT 1000) c ON true ORDER BY c.seq",
+		     5},
+};
+
+#define PG_PAGE_ROWS 1000 /* the LIMIT of PQ_PAGE */
+
+#endif /* RFS_PG_SQL_H */

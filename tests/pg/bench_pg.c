@@ -1,0 +1,293 @@
+/*
+ * bench_pg.c - figures for the PostgreSQL store (a benchmark, not a test:
+ * meson test never runs it; run_bench_pg.sh runs both parts against a
+ * throwaway cluster).
+ *
+ *   bench_pg writes CONNINFO [SECONDS] [THREADS,...]
+ *	Durable writes per second with 1, 4 and 8 writer threads: through
+ *	the pg store (store_put with STORE_DURABLE: group commit, one writer
+ *	connection, a doorbell after each commit) against raw libpq
+ *	single-row upserts into the same table (each thread its own
+ *	connection, one autocommit INSERT ... ON CONFLICT per write,
+ *	synchronous_commit on), interleaved in the same run. Prints
+ *	writes/s of each and ratio_wN = store / raw.
+ *
+ *   bench_pg latency DIR_A DIR_B [ROUNDS]
+ *	Invalidation latency between two mounts of one database: write
+ *	round i's value to DIR_A/k (open, write, close), then read DIR_B/k
+ *	until it shows it (B holds the previous value cached: it read it at
+ *	the end of the previous round). Prints p50, p99 and max of the time
+ *	from close() on A returning to the first read on B that shows it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#include "store.h"
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- writes ------------------------------------------------------------------ */
+
+struct wctx {
+	const char *conninfo;
+	struct store *st; /* NULL: raw libpq */
+	int id;
+	int64_t until;
+	uint64_t n;
+	int err;
+};
+
+static const char value[100] = "0123456789012345678901234567890123456789";
+
+static void *store_writer(void *arg)
+{
+	struct wctx *w = arg;
+	char k[48];
+	int rc;
+
+	while (now_ns() < w->until) {
+		snprintf(k, sizeof(k), "s%d-%" PRIu64, w->id, w->n % 1000);
+		rc = store_put(w->st, "bench", k, strlen(k), value,
+			       sizeof(value), STORE_DURABLE, NULL);
+		if (rc) {
+			w->err = rc;
+			break;
+		}
+		w->n++;
+	}
+	return NULL;
+}
+
+static void *raw_writer(void *arg)
+{
+	struct wctx *w = arg;
+	PGconn *c = PQconnectdb(w->conninfo);
+	char k[48], size[16], mt[24];
+	const char *vals[5] = {"raw", k, value, size, mt};
+	int lens[5] = {0, 0, sizeof(value), 0, 0}, fmts[5] = {0, 1, 1, 0, 0};
+	PGresult *r;
+
+	if (PQstatus(c) != CONNECTION_OK) {
+		fprintf(stderr, "raw: %s", PQerrorMessage(c));
+		w->err = -EIO;
+		PQfinish(c);
+		return NULL;
+	}
+	PQclear(PQexec(c, "SET synchronous_commit = on"));
+	r = PQprepare(c, "up",
+		      "INSERT INTO regionfs.kv AS t"
+		      "(region, key, value, size, mtime_ns, version) "
+		      "VALUES ($1, $2, $3, $4, $5, 1) "
+		      "ON CONFLICT (region, key) DO UPDATE SET "
+		      "value = excluded.value, size = excluded.size, "
+		      "mtime_ns = excluded.mtime_ns, "
+		      "version = coalesce(t.version, 0) + 1 RETURNING version",
+		      5, NULL);
+	PQclear(r);
+	snprintf(size, sizeof(size), "%zu", sizeof(value));
+	while (now_ns() < w->until) {
+		snprintf(k, sizeof(k), "r%d-%" PRIu64, w->id, w->n % 1000);
+		lens[1] = (int)strlen(k);
+		snprintf(mt, sizeof(mt), "%" PRId64, now_ns());
+		r = PQexecPrepared(c, "up", 5, vals, lens, fmts, 1);
+		if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+			fprintf(stderr, "raw: %s", PQresultErrorMessage(r));
+			w->err = -EIO;
+			PQclear(r);
+			break;
+		}
+		PQclear(r);
+		w->n++;
+	}
+	PQfinish(c);
+	return NULL;
+}
+
+/* threads writers for secs seconds; returns writes per second. */
+static double run_writers(const char *conninfo, struct store *st, int threads,
+			  double secs)
+{
+	struct wctx w[64];
+	pthread_t t[64];
+	int64_t t0 = now_ns();
+	uint64_t total = 0;
+	int i;
+
+	for (i = 0; i < threads; i++) {
+		w[i] = (struct wctx){.conninfo = conninfo,
+				     .st = st,
+				     .id = i,
+				     .until = t0 + (int64_t)(secs * 1e9)};
+		pthread_create(&t[i], NULL, st ? store_writer : raw_writer,
+			       &w[i]);
+	}
+	for (i = 0; i < threads; i++) {
+		pthread_join(t[i], NULL);
+		if (w[i].err) {
+			fprintf(stderr, "writer %d: %s\n", i,
+				strerror(-w[i].err));
+			exit(1);
+		}
+		total += w[i].n;
+	}
+	return total / ((now_ns() - t0) / 1e9);
+}
+
+static int bench_writes(const char *conninfo, double secs, const char *list)
+{
+	struct store_options o = {0};
+	struct store_stats s0, s1;
+	struct store *st;
+	char *copy = strdup(list), *tok, *save = NULL;
+	int rc, threads;
+
+	rc = store_open(conninfo, &o, &st);
+	if (rc) {
+		fprintf(stderr, "store_open: %s\n", strerror(-rc));
+		return 1;
+	}
+	printf("durable writes/s, %.1f s per case, 100-byte values, "
+	       "raw = libpq single-row upserts, one connection per thread\n",
+	       secs);
+	for (tok = strtok_r(copy, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		double raw, ours, raw2;
+
+		threads = atoi(tok);
+		if (threads < 1 || threads > 64)
+			continue;
+		raw = run_writers(conninfo, NULL, threads, secs / 2);
+		store_stats(st, &s0);
+		ours = run_writers(conninfo, st, threads, secs);
+		store_stats(st, &s1);
+		raw2 = run_writers(conninfo, NULL, threads, secs / 2);
+		raw = (raw + raw2) / 2;
+		printf("w%d: store %.0f/s raw %.0f/s ratio_w%d %.2f "
+		       "(store: %.2f rows per commit)\n",
+		       threads, ours, raw, threads, ours / raw,
+		       s1.commits > s0.commits
+			       ? (double)(s1.rows - s0.rows) /
+					 (double)(s1.commits - s0.commits)
+			       : 0.0);
+		fflush(stdout);
+	}
+	free(copy);
+	store_close(st);
+	return 0;
+}
+
+/* ---- invalidation latency -------------------------------------------------- */
+
+static int write_file(const char *path, const char *v)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, v, strlen(v));
+	if (close(fd) || n != (ssize_t)strlen(v))
+		return -EIO;
+	return 0;
+}
+
+static int read_file(const char *path, char *buf, size_t n)
+{
+	int fd = open(path, O_RDONLY);
+	ssize_t got;
+
+	if (fd < 0)
+		return -errno;
+	got = read(fd, buf, n - 1);
+	close(fd);
+	if (got < 0)
+		return -EIO;
+	buf[got] = '\0';
+	return 0;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int bench_latency(const char *a, const char *b, int rounds)
+{
+	char pa[4096], pb[4096], v[64], got[64];
+	int64_t *lat = calloc(rounds, sizeof(*lat)), t0, deadline;
+	int i;
+
+	snprintf(pa, sizeof(pa), "%s/k", a);
+	snprintf(pb, sizeof(pb), "%s/k", b);
+	if (write_file(pa, "v0") || !lat)
+		return 1;
+	deadline = now_ns() + 10000000000LL;
+	while (read_file(pb, got, sizeof(got)) || strcmp(got, "v0")) {
+		if (now_ns() > deadline)
+			return fprintf(stderr, "b never showed v0\n"), 1;
+	}
+	srand(42);
+	for (i = 0; i < rounds; i++) {
+		usleep(rand() % 20000); /* no lockstep with the 250 ms replay */
+		snprintf(v, sizeof(v), "v%d", i + 1);
+		if (write_file(pa, v))
+			return fprintf(stderr, "write failed\n"), 1;
+		t0 = now_ns();
+		deadline = t0 + 10000000000LL;
+		for (;;) {
+			if (read_file(pb, got, sizeof(got)) == 0 &&
+			    !strcmp(got, v))
+				break;
+			if (now_ns() > deadline)
+				return fprintf(stderr, "round %d: b stuck\n",
+					       i),
+				       1;
+		}
+		lat[i] = now_ns() - t0;
+	}
+	qsort(lat, rounds, sizeof(*lat), cmp_i64);
+	for (i = 0; i < rounds && lat[i] < 50000000; i++)
+		;
+	printf("invalidation latency, close() on A to the new value read on "
+	       "B, %d rounds: p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max "
+	       "%.2f ms, %d over 50 ms\n",
+	       rounds, lat[rounds / 2] / 1e6, lat[(rounds * 9) / 10] / 1e6,
+	       lat[(rounds * 99) / 100] / 1e6, lat[rounds - 1] / 1e6,
+	       rounds - i);
+	free(lat);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 3 && !strcmp(argv[1], "writes"))
+		return bench_writes(argv[2], argc > 3 ? atof(argv[3]) : 4.0,
+				    argc > 4 ? argv[4] : "1,4,8");
+	if (argc >= 4 && !strcmp(argv[1], "latency"))
+		return bench_latency(argv[2], argv[3],
+				     argc > 4 ? atoi(argv[4]) : 200);
+	fprintf(stderr,
+		"usage: bench_pg writes CONNINFO [SECONDS] [THREADS,...]\n"
+		"       bench_pg latency DIR_A DIR_B [ROUNDS]\n");
+	return 2;
+}

@@ -1,0 +1,35 @@
+#!/bin/bash
+#
+# run_bench_pg.sh - the PostgreSQL store's figures, against a throwaway
+# cluster (a benchmark: meson test does not run it).
+#
+#   tests/pg/run_bench_pg.sh [BUILDDIR] [SECONDS] [ROUNDS]
+#
+# 1. bench_pg writes: durable writes/s with 1, 4 and 8 writers through the
+#    store against raw libpq single-row upserts, interleaved (ratio_wN).
+# 2. Two mounts of the cluster's database; bench_pg latency: close() on
+#    mount A to the new value read on mount B (p50, p99, max).
+# Absolute figures depend on the machine's fsync and load; the ratios are
+# the point (same run, same server).
+
+build=${1:-build}
+secs=${2:-4}
+rounds=${3:-200}
+export REGIONFS=${REGIONFS:-$build/fs/regionfs}
+bench=${BENCH_PG:-$build/tests/pg/bench_pg}
+export RFS_STORE=pg
+# shellcheck source=../common/harness.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../common/harness.sh"
+
+rfs_init
+[ -x "$bench" ] || rfs_fail "$bench not built"
+"$bench" writes "$RFS_DB" "$secs" 1,4,8 || rfs_fail "bench_pg writes"
+cat >"$RFS_INI" <<'EOF2'
+[b]
+max_entries = 100
+EOF2
+rfs_mount_as a
+rfs_mount_as b
+"$bench" latency "$RFS_TMP/a/b" "$RFS_TMP/b/b" "$rounds" || rfs_fail "bench_pg latency"
+rfs_umount a
+rfs_umount b

@@ -1,0 +1,674 @@
+/*
+ * test_pg_store.c - unit tests of the PostgreSQL store (store/pg.c)
+ * through store.h, against a throwaway cluster: meson runs this program
+ * under tests/common/pg.sh, which starts the cluster and sets
+ * RFS_PG_CONNINFO. Without it (no PostgreSQL binaries) it exits 77.
+ *
+ * Each test starts from an empty database (the regionfs schema dropped)
+ * and opens the store anew. A plain libpq connection stands in for
+ * outside writers (psql, a loader, a mount on another host). Nothing here
+ * sleeps to let a race happen: the late-commit test holds a transaction
+ * open on its own connection for exactly as long as it needs.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <libpq-fe.h>
+
+#include "store.h"
+
+static const char *conninfo;
+
+struct fixture {
+	struct store *st;
+	PGconn *out; /* the outside writer */
+};
+
+static void sql_ok(PGconn *c, const char *sql)
+{
+	PGresult *r = PQexec(c, sql);
+	ExecStatusType s = PQresultStatus(r);
+
+	if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK)
+		fail_msg("%s: %s", sql, PQresultErrorMessage(r));
+	PQclear(r);
+}
+
+static PGconn *connect_out(void)
+{
+	PGconn *c = PQconnectdb(conninfo);
+
+	if (PQstatus(c) != CONNECTION_OK)
+		fail_msg("connect: %s", PQerrorMessage(c));
+	sql_ok(c, "SET client_min_messages = warning");
+	return c;
+}
+
+/* Every store error, on stderr: what the daemon would log. */
+static void log_error(void *ctx, int err, enum store_err_kind kind,
+		      const char *what, const char *region, const void *key,
+		      size_t klen, const char *msg)
+{
+	(void)ctx;
+	fprintf(stderr, "store error (%s) in %s %s %.*s: %s (%s)\n",
+		store_err_kind_name(kind), what, region ? region : "",
+		(int)klen, key ? (const char *)key : "", strerror(-err), msg);
+}
+
+static const struct store_options log_opts = {.on_error = log_error};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	f->out = connect_out();
+	sql_ok(f->out, "DROP SCHEMA IF EXISTS regionfs CASCADE");
+	assert_int_equal(store_open(conninfo, &log_opts, &f->st), 0);
+	assert_string_equal(store_backend_name(f->st), "postgresql");
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	store_close(f->st);
+	PQfinish(f->out);
+	free(f);
+	return 0;
+}
+
+/* ---- the change feed, collected ------------------------------------------- */
+
+struct seen {
+	int n, all;
+	char keys[64][64];
+};
+
+static int collect(void *ctx, const char *region, const void *key, size_t klen)
+{
+	struct seen *s = ctx;
+
+	if (!key) {
+		assert_null(region);
+		s->all++;
+		return 0;
+	}
+	assert_true(klen < 48);
+	if (s->n < 64)
+		snprintf(s->keys[s->n], sizeof(s->keys[0]), "%s/%.*s", region,
+			 (int)klen, (const char *)key);
+	s->n++;
+	return 0;
+}
+
+static bool seen_key(const struct seen *s, const char *rk)
+{
+	int i;
+
+	for (i = 0; i < s->n && i < 64; i++)
+		if (!strcmp(s->keys[i], rk))
+			return true;
+	return false;
+}
+
+/* ---- tests ------------------------------------------------------------------- */
+
+static void test_source_recognised(void **state)
+{
+	char *d;
+
+	(void)state;
+	assert_int_equal(store_source_backend("/var/lib/x.db"),
+			 STORE_BACKEND_SQLITE);
+	assert_int_equal(store_source_backend("data.db"), STORE_BACKEND_SQLITE);
+	assert_int_equal(store_source_backend("./host=x"),
+			 STORE_BACKEND_SQLITE);
+	assert_int_equal(store_source_backend("hostile=1"),
+			 STORE_BACKEND_SQLITE);
+	assert_int_equal(store_source_backend("postgresql://h/db"),
+			 STORE_BACKEND_POSTGRESQL);
+	assert_int_equal(store_source_backend("postgres://h/db"),
+			 STORE_BACKEND_POSTGRESQL);
+	assert_int_equal(store_source_backend(" host = /run dbname=x"),
+			 STORE_BACKEND_POSTGRESQL);
+	d = store_source_display("postgresql://u:secret@h:5432/db?sslmode=x");
+	assert_string_equal(d, "postgresql://u:***@h:5432/db?sslmode=x");
+	free(d);
+	d = store_source_display("host=h password=secret dbname=x");
+	assert_string_equal(d, "host=h password=*** dbname=x");
+	free(d);
+	d = store_source_display("host=h password='se cret' dbname=x");
+	assert_string_equal(d, "host=h password=*** dbname=x");
+	free(d);
+	d = store_source_display("postgresql://h/db?password=secret&x=1");
+	assert_string_equal(d, "postgresql://h/db?password=***&x=1");
+	free(d);
+}
+
+static void test_roundtrip(void **state)
+{
+	struct fixture *f = *state;
+	static const char bin[] = {'a', '\x01', '\xff', 'z'};
+	struct store_meta m, m2;
+	uint64_t n, bytes;
+	void *data;
+
+	assert_int_equal(store_put(f->st, "r", "k", 1, "hello", 5, 0, &m), 0);
+	assert_int_equal(m.size, 5);
+	assert_int_equal(m.version, 1);
+	assert_int_equal(store_load(f->st, "r", "k", 1, &data, &m2), 0);
+	assert_memory_equal(data, "hello", 5);
+	free(data);
+	assert_int_equal(m2.version, 1);
+	assert_int_equal(m2.mtime_ns, m.mtime_ns);
+	assert_int_equal(store_put(f->st, "r", "k", 1, "", 0, 0, &m), 0);
+	assert_int_equal(m.version, 2);
+	assert_int_equal(store_load(f->st, "r", "k", 1, &data, &m2), 0);
+	assert_null(data);
+	assert_int_equal(m2.size, 0);
+	/* any byte but NUL and '/' round-trips in keys */
+	assert_int_equal(store_put(f->st, "r", bin, 4, bin, 4, 0, NULL), 0);
+	assert_int_equal(store_stat(f->st, "r", bin, 4, &m), 0);
+	assert_int_equal(m.size, 4);
+	assert_int_equal(store_load(f->st, "r", "nope", 4, &data, NULL),
+			 -ENOENT);
+	assert_int_equal(store_stat(f->st, "other", "k", 1, &m), -ENOENT);
+	assert_int_equal(store_region_usage(f->st, "r", &n, &bytes), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(bytes, 4);
+	assert_int_equal(store_delete(f->st, "r", "k", 1, 0), 0);
+	assert_int_equal(store_delete(f->st, "r", "k", 1, 0), -ENOENT);
+	assert_int_equal(store_put(f->st, "r", "a/b", 3, "x", 1, 0, NULL),
+			 -EINVAL);
+	assert_int_equal(store_put(f->st, NULL, "a", 1, "x", 1, 0, NULL),
+			 -EINVAL);
+}
+
+static void test_delete_version(void **state)
+{
+	struct fixture *f = *state;
+	struct store_meta m;
+
+	assert_int_equal(store_put(f->st, "r", "e", 1, "", 0, 0, &m), 0);
+	assert_int_equal(
+		store_delete_version(f->st, "r", "e", 1, m.version + 1, 0),
+		-ENOENT);
+	assert_int_equal(store_delete_version(f->st, "r", "e", 1, m.version, 0),
+			 0);
+	assert_int_equal(store_stat(f->st, "r", "e", 1, &m), -ENOENT);
+	assert_int_equal(store_put(f->st, "r", "e", 1, "x", 1, 0, &m), 0);
+	assert_int_equal(store_delete_version(f->st, "r", "e", 1, m.version, 0),
+			 -ENOENT); /* not empty */
+}
+
+struct listed {
+	int n;
+	char keys[300][8];
+};
+
+static int list_fn(void *ctx, const void *key, size_t klen,
+		   const struct store_meta *meta)
+{
+	struct listed *l = ctx;
+
+	(void)meta;
+	assert_true(klen < 8);
+	memcpy(l->keys[l->n], key, klen);
+	l->keys[l->n][klen] = '\0';
+	l->n++;
+	return 0;
+}
+
+static void test_list_byte_order(void **state)
+{
+	struct fixture *f = *state;
+	struct listed l = {0};
+	char k[8];
+	int i;
+
+	/* 0x7f-0xff sort after ASCII in byte order (not in a collation) */
+	assert_int_equal(store_put(f->st, "r", "\xc3\xa9", 2, "", 0, 0, NULL),
+			 0);
+	assert_int_equal(store_put(f->st, "r", "B", 1, "", 0, 0, NULL), 0);
+	assert_int_equal(store_put(f->st, "r", "a", 1, "", 0, 0, NULL), 0);
+	for (i = 0; i < 200; i++) {
+		snprintf(k, sizeof(k), "k%03d", i);
+		assert_int_equal(
+			store_put(f->st, "r", k, strlen(k), "", 0, 0, NULL), 0);
+	}
+	assert_int_equal(store_put(f->st, "other", "x", 1, "", 0, 0, NULL), 0);
+	/* an outside writer's key that is no file name is not listed */
+	sql_ok(f->out, "INSERT INTO regionfs.kv(region, key, value) "
+		       "VALUES ('r', 'a/b', 'x')");
+	assert_int_equal(store_list(f->st, "r", NULL, 0, 1000, list_fn, &l),
+			 203);
+	assert_string_equal(l.keys[0], "B");
+	assert_string_equal(l.keys[1], "a");
+	assert_string_equal(l.keys[2], "k000");
+	assert_string_equal(l.keys[202], "\xc3\xa9");
+	memset(&l, 0, sizeof(l));
+	assert_int_equal(store_list(f->st, "r", "k100", 4, 10, list_fn, &l),
+			 10);
+	assert_string_equal(l.keys[0], "k101");
+}
+
+static void test_rename(void **state)
+{
+	struct fixture *f = *state;
+	struct store_meta m;
+	void *data;
+
+	assert_int_equal(store_put(f->st, "r", "a", 1, "A", 1, 0, NULL), 0);
+	assert_int_equal(store_put(f->st, "r", "b", 1, "B", 1, 0, NULL), 0);
+	assert_int_equal(store_put(f->st, "r", "b", 1, "BB", 2, 0, NULL), 0);
+	assert_int_equal(store_rename(f->st, "r", "a", 1, "b", 1, 0), 0);
+	assert_int_equal(store_stat(f->st, "r", "a", 1, &m), -ENOENT);
+	assert_int_equal(store_load(f->st, "r", "b", 1, &data, &m), 0);
+	assert_memory_equal(data, "A", 1);
+	free(data);
+	assert_int_equal(m.version, 3); /* above both old versions */
+	assert_int_equal(store_rename(f->st, "r", "a", 1, "c", 1, 0), -ENOENT);
+	assert_int_equal(store_rename(f->st, "r", "b", 1, "b", 1, 0), 0);
+	assert_int_equal(store_rename(f->st, "r", "b", 1, "c", 1, 0), 0);
+	assert_int_equal(store_stat(f->st, "r", "c", 1, &m), 0);
+}
+
+static void test_outside_writer_fills_meta(void **state)
+{
+	struct fixture *f = *state;
+	struct store_meta m;
+	void *data;
+
+	sql_ok(f->out, "INSERT INTO regionfs.kv(region, key, value) "
+		       "VALUES ('r', 'o', 'abc')");
+	assert_int_equal(store_load(f->st, "r", "o", 1, &data, &m), 0);
+	free(data);
+	assert_int_equal(m.size, 3);
+	assert_int_equal(m.version, 1);
+	assert_true(m.mtime_ns > 0);
+	sql_ok(f->out, "UPDATE regionfs.kv SET value = 'abcd' "
+		       "WHERE region = 'r' AND key = 'o'");
+	assert_int_equal(store_stat(f->st, "r", "o", 1, &m), 0);
+	assert_int_equal(m.size, 4);
+	assert_int_equal(m.version, 2);
+}
+
+static void test_feed_outside_not_own(void **state)
+{
+	struct fixture *f = *state;
+	struct seen s = {0};
+	uint64_t cur;
+
+	assert_int_equal(store_changes_head(f->st, &cur), 0);
+	assert_int_equal(store_put(f->st, "r", "mine", 4, "x", 1, 0, NULL), 0);
+	sql_ok(f->out, "INSERT INTO regionfs.kv(region, key, value) "
+		       "VALUES ('r', 'theirs', 'y')");
+	assert_int_equal(store_changes(f->st, &cur, collect, &s), 1);
+	assert_int_equal(s.n, 1);
+	assert_string_equal(s.keys[0], "r/theirs");
+	/* nothing new: nothing delivered, twice */
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(store_changes(f->st, &cur, collect, &s), 0);
+	assert_int_equal(store_changes(f->st, &cur, collect, &s), 0);
+	/* a rename by the outside writer names both keys */
+	sql_ok(f->out, "UPDATE regionfs.kv SET key = 'moved' "
+		       "WHERE region = 'r' AND key = 'theirs'");
+	assert_int_equal(store_changes(f->st, &cur, collect, &s), 2);
+	assert_true(seen_key(&s, "r/theirs"));
+	assert_true(seen_key(&s, "r/moved"));
+	/* TRUNCATE: everything */
+	memset(&s, 0, sizeof(s));
+	sql_ok(f->out, "TRUNCATE regionfs.kv");
+	assert_int_equal(store_changes(f->st, &cur, collect, &s), 1);
+	assert_int_equal(s.all, 1);
+}
+
+/*
+ * The reason for the snapshot cursor: a transaction that took a LOWER
+ * sequence number commits AFTER one with a higher number was read. A
+ * "seq > last" cursor skips it for ever; ours must deliver it.
+ */
+static void test_feed_late_lower_seq(void **state)
+{
+	struct fixture *f = *state;
+	PGconn *late = connect_out();
+	struct seen s = {0};
+	uint64_t cur;
+	PGresult *r;
+	long long seq_late, seq_early;
+
+	assert_int_equal(store_changes_head(f->st, &cur), 0);
+	sql_ok(late, "BEGIN");
+	sql_ok(late, "INSERT INTO regionfs.kv(region, key, value) "
+		     "VALUES ('r', 'late', 'L')");
+	sql_ok(f->out, "INSERT INTO regionfs.kv(region, key, value) "
+		       "VALUES ('r', 'early', 'E')");
+	r = PQexec(f->out, "SELECT max(seq) FILTER (WHERE key = 'early') "
+			   "FROM regionfs.changes");
+	seq_early = atoll(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	assert_int_equal(store_changes(f->st, &cur, collect, &s), 1);
+	assert_string_equal(s.keys[0], "r/early");
+	sql_ok(late, "COMMIT");
+	r = PQexec(f->out, "SELECT max(seq) FILTER (WHERE key = 'late') "
+			   "FROM regionfs.changes");
+	seq_late = atoll(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	assert_true(seq_late < seq_early); /* the case is real */
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(store_changes(f->st, &cur, collect, &s), 1);
+	assert_string_equal(s.keys[0], "r/late");
+	assert_int_equal(s.all, 0);
+	PQfinish(late);
+}
+
+/* A caller that stops early resumes the same pass, nothing lost. */
+static int stop_after_one(void *ctx, const char *region, const void *key,
+			  size_t klen)
+{
+	collect(ctx, region, key, klen);
+	return 1;
+}
+
+static void test_feed_stop_and_resume(void **state)
+{
+	struct fixture *f = *state;
+	struct seen s = {0};
+	uint64_t cur;
+	int i;
+
+	assert_int_equal(store_changes_head(f->st, &cur), 0);
+	sql_ok(f->out, "INSERT INTO regionfs.kv(region, key, value) "
+		       "SELECT 'r', convert_to('k' || i, 'UTF8'), 'v' "
+		       "FROM generate_series(1, 5) i");
+	for (i = 0; i < 5; i++)
+		assert_int_equal(store_changes(f->st, &cur, stop_after_one, &s),
+				 1);
+	assert_int_equal(store_changes(f->st, &cur, collect, &s), 0);
+	assert_int_equal(s.n, 5);
+	for (i = 1; i <= 5; i++) {
+		char k[16];
+
+		snprintf(k, sizeof(k), "r/k%d", i);
+		assert_true(seen_key(&s, k));
+	}
+}
+
+static void test_feed_pruned_and_unknown(void **state)
+{
+	struct fixture *f = *state;
+	struct seen s = {0};
+	uint64_t cur, cur2;
+
+	assert_int_equal(store_changes_head(f->st, &cur), 0);
+	cur2 = cur;
+	sql_ok(f->out, "INSERT INTO regionfs.kv(region, key, value) "
+		       "VALUES ('r', 'p', 'P')");
+	/* every log row is older than "now + 1 s": all pruned */
+	sql_ok(f->out, "UPDATE regionfs.changes SET ts_ms = ts_ms - 10000");
+	assert_int_equal(store_changes_prune(f->st, 1000), 0);
+	assert_int_equal(store_changes(f->st, &cur, collect, &s), 1);
+	assert_int_equal(s.all, 1);
+	assert_int_equal(s.n, 0);
+	/* a position the store never gave */
+	memset(&s, 0, sizeof(s));
+	cur2 = 123456789;
+	assert_int_equal(store_changes(f->st, &cur2, collect, &s), 1);
+	assert_int_equal(s.all, 1);
+	/* and from the new positions, normal service */
+	memset(&s, 0, sizeof(s));
+	sql_ok(f->out, "INSERT INTO regionfs.kv(region, key, value) "
+		       "VALUES ('r', 'q', 'Q')");
+	assert_int_equal(store_changes(f->st, &cur, collect, &s), 1);
+	assert_string_equal(s.keys[0], "r/q");
+}
+
+/* Two stores (two mounts) on one database: each sees the other's writes,
+ * and the doorbell reaches the other's LISTEN connection. */
+static void test_two_stores_doorbell(void **state)
+{
+	struct fixture *f = *state;
+	struct store *b;
+	struct store_stats sa, sb;
+	struct seen s = {0};
+	uint64_t cur;
+	int fd, got = 0, tries;
+
+	assert_int_equal(store_open(conninfo, NULL, &b), 0);
+	assert_int_equal(store_changes_head(b, &cur), 0);
+	assert_int_equal(store_put(f->st, "r", "x", 1, "1", 1, 0, NULL), 0);
+	fd = store_changes_fd(b);
+	assert_true(fd >= 0);
+	/* the doorbell was rung before put returned; wait for it to land
+	 * (bounded: 10 s), never for a fixed time */
+	for (tries = 0; tries < 1000 && got == 0; tries++) {
+		got = store_changes_drain(b);
+		assert_true(got >= 0);
+		if (!got)
+			usleep(10000);
+	}
+	assert_true(got > 0);
+	assert_int_equal(store_changes(b, &cur, collect, &s), 1);
+	assert_string_equal(s.keys[0], "r/x");
+	store_stats(f->st, &sa);
+	store_stats(b, &sb);
+	assert_true(sa.doorbells_sent >= 1);
+	assert_true(sb.doorbells_received >= 1);
+	store_close(b);
+}
+
+struct writer_arg {
+	struct store *st;
+	int id;
+};
+
+static void *writer(void *arg)
+{
+	struct writer_arg *w = arg;
+	char k[32];
+	int i;
+
+	for (i = 0; i < 100; i++) {
+		snprintf(k, sizeof(k), "w%d-%d", w->id, i);
+		assert_int_equal(store_put(w->st, "r", k, strlen(k), "v", 1,
+					   STORE_DURABLE, NULL),
+				 0);
+	}
+	return NULL;
+}
+
+static void test_group_commit(void **state)
+{
+	struct fixture *f = *state;
+	struct writer_arg wa[8];
+	pthread_t t[8];
+	struct store_stats s;
+	uint64_t n, bytes;
+	int i;
+
+	for (i = 0; i < 8; i++) {
+		wa[i].st = f->st;
+		wa[i].id = i;
+		assert_int_equal(pthread_create(&t[i], NULL, writer, &wa[i]),
+				 0);
+	}
+	for (i = 0; i < 8; i++)
+		pthread_join(t[i], NULL);
+	assert_int_equal(store_region_usage(f->st, "r", &n, &bytes), 0);
+	assert_int_equal(n, 800);
+	store_stats(f->st, &s);
+	assert_int_equal(s.rows, 800);
+	assert_true(s.commits <= 800);
+	assert_true(s.max_batch >= 1);
+	assert_int_equal(s.errors, 0);
+	assert_int_equal(store_sync(f->st), 0);
+}
+
+/*
+ * A failing op fails alone: the others of its batch still commit. An
+ * outside CHECK constraint refuses one value.
+ */
+static void test_op_fails_alone(void **state)
+{
+	struct fixture *f = *state;
+	struct store_stats s;
+	struct store_meta m;
+
+	sql_ok(f->out, "ALTER TABLE regionfs.kv ADD CONSTRAINT no_bad "
+		       "CHECK (value <> 'bad'::bytea)");
+	assert_int_equal(store_put(f->st, "r", "k", 1, "bad", 3, 0, NULL),
+			 -EIO);
+	assert_int_equal(store_put(f->st, "r", "k", 1, "good", 4, 0, NULL), 0);
+	assert_int_equal(store_stat(f->st, "r", "k", 1, &m), 0);
+	assert_int_equal(m.size, 4);
+	store_stats(f->st, &s);
+	assert_true(s.errs[STORE_ERR_OTHER] >= 1);
+}
+
+/*
+ * A lost connection is opened again; a read-only server (here: the
+ * database set read-only, as a standby would be) gives EROFS.
+ */
+static void test_reconnect_and_erofs(void **state)
+{
+	struct fixture *f = *state;
+	struct store_stats s;
+	void *data;
+
+	assert_int_equal(store_put(f->st, "r", "k", 1, "v", 1, 0, NULL), 0);
+	sql_ok(f->out, "SELECT pg_terminate_backend(pid) FROM "
+		       "pg_stat_activity WHERE application_name = 'regionfs' "
+		       "AND pid <> pg_backend_pid()");
+	/* the writer's dead connection is noticed at BEGIN, before anything
+	 * was sent: the batch runs again on a new one */
+	assert_int_equal(store_put(f->st, "r", "k", 1, "w", 1, 0, NULL), 0);
+	/* a reader's too: reads are run again on a new connection */
+	assert_int_equal(store_load(f->st, "r", "k", 1, &data, NULL), 0);
+	assert_memory_equal(data, "w", 1);
+	free(data);
+	store_stats(f->st, &s);
+	assert_true(s.reconnects >= 2);
+	assert_int_equal(s.errs[STORE_ERR_IO], 0);
+	sql_ok(f->out, "ALTER DATABASE rfs SET default_transaction_read_only "
+		       "= on");
+	sql_ok(f->out, "SELECT pg_terminate_backend(pid) FROM "
+		       "pg_stat_activity WHERE application_name = 'regionfs' "
+		       "AND pid <> pg_backend_pid()");
+	assert_int_equal(store_put(f->st, "r", "k", 1, "x", 1, 0, NULL),
+			 -EROFS);
+	store_stats(f->st, &s);
+	assert_true(s.errs[STORE_ERR_READONLY] >= 1);
+	sql_ok(f->out,
+	       "ALTER DATABASE rfs RESET default_transaction_read_only");
+	sql_ok(f->out, "SELECT pg_terminate_backend(pid) FROM "
+		       "pg_stat_activity WHERE application_name = 'regionfs' "
+		       "AND pid <> pg_backend_pid()");
+	assert_int_equal(store_put(f->st, "r", "k", 1, "y", 1, 0, NULL), 0);
+}
+
+/* A row locked by an outside client past the busy timeout: EAGAIN. */
+static void test_busy(void **state)
+{
+	struct fixture *f = *state;
+	struct store_options o = {.busy_timeout_ms = 200};
+	struct store *b;
+	struct store_stats s;
+
+	assert_int_equal(store_put(f->st, "r", "k", 1, "v", 1, 0, NULL), 0);
+	assert_int_equal(store_open(conninfo, &o, &b), 0);
+	sql_ok(f->out, "BEGIN");
+	sql_ok(f->out, "SELECT * FROM regionfs.kv WHERE key = 'k' FOR UPDATE");
+	assert_int_equal(store_put(b, "r", "k", 1, "w", 1, 0, NULL), -EAGAIN);
+	sql_ok(f->out, "ROLLBACK");
+	assert_int_equal(store_put(b, "r", "k", 1, "w", 1, 0, NULL), 0);
+	store_stats(b, &s);
+	assert_true(s.errs[STORE_ERR_BUSY] >= 1);
+	store_close(b);
+}
+
+static void test_read_only_and_version(void **state)
+{
+	struct fixture *f = *state;
+	struct store_options o = {.read_only = true};
+	struct store *b;
+	void *data;
+
+	assert_int_equal(store_put(f->st, "r", "k", 1, "v", 1, 0, NULL), 0);
+	assert_int_equal(store_open(conninfo, &o, &b), 0);
+	assert_int_equal(store_load(b, "r", "k", 1, &data, NULL), 0);
+	free(data);
+	assert_int_equal(store_put(b, "r", "k", 1, "w", 1, 0, NULL), -EROFS);
+	store_close(b);
+	/* a newer schema than this code knows is refused */
+	sql_ok(f->out, "UPDATE regionfs.schema_version SET version = 99");
+	assert_int_equal(store_open(conninfo, NULL, &b), -EPROTO);
+	sql_ok(f->out, "UPDATE regionfs.schema_version SET version = 1");
+}
+
+static void test_unreachable(void **state)
+{
+	struct store *b;
+
+	(void)state;
+	assert_int_equal(
+		store_open("host=/nonexistent-rfs dbname=x connect_timeout=2",
+			   NULL, &b),
+		-EIO);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_source_recognised),
+		cmocka_unit_test_setup_teardown(test_roundtrip, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_delete_version, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_list_byte_order, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_rename, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_outside_writer_fills_meta,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_feed_outside_not_own,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_feed_late_lower_seq, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_feed_stop_and_resume,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_feed_pruned_and_unknown,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_two_stores_doorbell, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_group_commit, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_op_fails_alone, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_reconnect_and_erofs, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_busy, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_read_only_and_version,
+						setup, teardown),
+		cmocka_unit_test(test_unreachable),
+	};
+
+	conninfo = getenv("RFS_PG_CONNINFO");
+	if (!conninfo || !*conninfo) {
+		printf("SKIP: RFS_PG_CONNINFO not set (run under "
+		       "tests/common/pg.sh)\n");
+		return 77;
+	}
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
