@@ -50,6 +50,7 @@ for mode in rename unlink; do
 		rfs_fail "killops init $mode"
 	old=0 new=0 empty=0
 	for ((r = 1; r <= ROUNDS; r++)); do
+		rm -f "$LOG" # wait_acks counts this run's lines only
 		"$KILLOPS" run "$dir" "$mode" $NKEYS "$LOG" "$r" \
 			>"$RFS_TMP/run.out" 2>&1 &
 		op=$!
