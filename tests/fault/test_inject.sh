@@ -37,10 +37,15 @@ set_faults()
 	printf '%-63s\n' "$1" 1<>"$CTL" || rfs_fail "cannot write $CTL"
 }
 
-# made LETTER: failures made so far of that kind
+# made LETTERS: failures made so far of those kinds (e.g. "msif")
 made()
 {
-	tail -c +65 "$CTL" | tr -d '\0' | sed -n "s/.* $1=\([0-9]*\).*/\1/p"
+	local n=0 k v
+	for k in $(echo "$1" | grep -o .); do
+		v=$(tail -c +65 "$CTL" | tr -d '\0' | sed -n "s/.* $k=\([0-9]*\).*/\1/p")
+		n=$((n + ${v:-0}))
+	done
+	echo "$n"
 }
 
 set_faults ""
@@ -71,7 +76,8 @@ for ((r = 0; r < ROUNDS; r++)); do
 		# and the mount against the store after it
 		lenient=1
 		[ "$faults" = m=25 ] && lenient=
-		before=$(made "${faults:0:1}")
+		kinds=$(echo "$faults" | grep -o '[msif]=' | tr -d '=\n')
+		before=$(made "$kinds")
 		set_faults "$faults"
 		out=$(FAULTOPS_LENIENT=$lenient FAULTOPS_TRACE=1 FAULTOPS_MAXSIZE=20000 \
 			"$FAULTOPS" run "$D" "$STATE" $seed 200 ENOMEM,EIO,ENOSPC 2>&1)
@@ -80,7 +86,7 @@ for ((r = 0; r < ROUNDS; r++)); do
 		echo "$out"
 		rfs_alive
 		[ "$rc" = 0 ] || rfs_fail "$faults: $(echo "$out" | grep -v '^#')"
-		after=$(made "${faults:0:1}")
+		after=$(made "$kinds")
 		[ "$after" -gt "$before" ] || rfs_fail "$faults: no fault was injected"
 		if [ -z "$lenient" ]; then
 			"$FAULTOPS" verify "$D" "$STATE" ||
