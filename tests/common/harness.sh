@@ -56,6 +56,7 @@ RFS_NCHECKS=0
 RFS_DAEMON_RC=
 RFS_KILL9_ABORTS=0
 declare -A RFS_PIDS=()
+declare -A RFS_CONNS=() # FUSE connection (device minor) of each mount
 
 # ---- results ----------------------------------------------------------
 
@@ -170,7 +171,10 @@ rfs_mount_as()
 	pid=$!
 	rfs_set_pid "$name" "$pid"
 	for ((i = 0; i < 200; i++)); do
-		rfs_is_mounted "$mnt" && return 0
+		if rfs_is_mounted "$mnt"; then
+			RFS_CONNS[$name]=$(mountpoint -d "$mnt" | cut -d: -f2)
+			return 0
+		fi
 		if ! kill -0 "$pid" 2>/dev/null; then
 			wait "$pid"
 			rc=$?
@@ -205,28 +209,39 @@ rfs_umount()
 		rfs_fail "daemon $name exited with status $RFS_DAEMON_RC"
 }
 
+# rfs_fuse_abort NAME: aborts the FUSE connection of mount NAME, as the
+# kernel does once a daemon's last thread is gone. A SIGKILL can find the
+# entry-invalidation thread (fs/kinval.c) inside the kernel, waiting for a
+# directory lock that a request in flight holds while it waits for the
+# daemon's answer; that thread cannot die, so the process stays a zombie
+# and the connection open until aborted (README: "A killed daemon").
+rfs_fuse_abort()
+{
+	local conn=${RFS_CONNS[$1]:-} d=/sys/fs/fuse/connections
+
+	[ -n "$conn" ] || return 0
+	[ -d "$d/$conn" ] || mount -t fusectl fusectl "$d" 2>/dev/null
+	if [ -w "$d/$conn/abort" ]; then
+		echo "note: daemon $1 stuck after SIGKILL; aborting FUSE connection $conn" >&2
+		echo 1 >"$d/$conn/abort"
+	fi
+}
+
 # rfs_kill9 [NAME]: kills daemon NAME (default mnt) with SIGKILL and
-# lazily unmounts the dead mount. A daemon that does not end within 1 s
-# gets its connection aborted (umount -f), counted in RFS_KILL9_ABORTS.
+# lazily unmounts the dead mount. A daemon that does not end within 3 s
+# gets its connection aborted (rfs_fuse_abort), counted in
+# RFS_KILL9_ABORTS.
 rfs_kill9()
 {
 	local name=${1:-mnt} pid=${RFS_PIDS[${1:-mnt}]:-}
 
 	[ -n "$pid" ] || rfs_fail "no daemon $name to kill"
 	kill -KILL "$pid"
-	# a killed daemon ends in milliseconds, unless it is stuck as below;
-	# aborting a connection whose daemon is dying anyway changes nothing
-	if ! rfs_wait_daemon 1 "$name"; then
-		# A thread still in the kernel: an entry invalidation
-		# (fs/kinval.c) waits for a directory lock that a request to
-		# the dead daemon holds, so the process cannot end and the
-		# connection is not aborted. umount -f aborts it (the mount
-		# stays, busy, and is detached below).
-		echo "WARNING: daemon $name did not exit after SIGKILL (threads: $(cat /proc/"$pid"/task/*/wchan 2>/dev/null | tr '\0' ' ')); aborting its FUSE connection with umount -f" >&2
+	if ! rfs_wait_daemon 3 "$name"; then
 		RFS_KILL9_ABORTS=$((RFS_KILL9_ABORTS + 1))
-		umount -f "$RFS_TMP/$name" 2>/dev/null
+		rfs_fuse_abort "$name"
 		rfs_wait_daemon 10 "$name" ||
-			rfs_fail "daemon $name survived SIGKILL and umount -f"
+			rfs_fail "daemon $name survived SIGKILL and a connection abort"
 	fi
 	fusermount3 -uz "$RFS_TMP/$name" || umount -l "$RFS_TMP/$name" ||
 		rfs_fail "cannot unmount the dead mount $name"
@@ -280,7 +295,10 @@ rfs_cleanup()
 		kill -TERM "${RFS_PIDS[$name]}" 2>/dev/null
 		if ! rfs_wait_daemon 5 "$name"; then
 			kill -KILL "${RFS_PIDS[$name]}" 2>/dev/null
-			rfs_wait_daemon 5 "$name"
+			rfs_wait_daemon 3 "$name" || {
+				rfs_fuse_abort "$name"
+				rfs_wait_daemon 5 "$name"
+			}
 		fi
 	done
 	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && [ -n "$RFS_TMP" ]; then

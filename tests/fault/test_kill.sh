@@ -14,8 +14,8 @@
 #
 # A daemon killed while its entry-invalidation thread (fs/kinval.c) waits
 # in the kernel for a directory lock that a request to it holds cannot end
-# until its FUSE connection is aborted: rfs_kill9 then aborts it with
-# umount -f, as an operator must (README), and counts it.
+# until its FUSE connection is aborted: rfs_kill9 then aborts it, as an
+# operator must (README), and counts it.
 #
 # RFS_FAULT_ROUNDS (default 12) rounds per mode.
 
@@ -50,7 +50,9 @@ for mode in rename unlink; do
 		rfs_fail "killops init $mode"
 	old=0 new=0 empty=0
 	for ((r = 1; r <= ROUNDS; r++)); do
-		rm -f "$LOG" # wait_acks counts this run's lines only
+		# Empty, not absent: wait_acks must not count the last run's
+		# acknowledgements before this run has truncated the log.
+		: >"$LOG"
 		"$KILLOPS" run "$dir" "$mode" $NKEYS "$LOG" "$r" \
 			>"$RFS_TMP/run.out" 2>&1 &
 		op=$!
@@ -69,6 +71,6 @@ for mode in rename unlink; do
 		esac
 	done
 	rfs_umount
-	rfs_ok "$mode: $ROUNDS rounds of kill -9, every acknowledged operation kept, the one in flight: old $old, new $new, empty re-create $empty; daemons that needed umount -f to end so far: $RFS_KILL9_ABORTS"
+	rfs_ok "$mode: $ROUNDS rounds of kill -9, every acknowledged operation kept, the one in flight: old $old, new $new, empty re-create $empty; daemons whose connection had to be aborted so far: $RFS_KILL9_ABORTS"
 done
 rfs_done

@@ -253,8 +253,8 @@ static void got_entry(void)
 	if (rep_error() || rep_len < sizeof(struct fuse_out_header) + sizeof(e))
 		return;
 	memcpy(&e, rep + sizeof(struct fuse_out_header), sizeof(e));
-	if (e.nodeid == 0)
-		return; /* a negative entry ("no such key", cached) */
+	if (e.nodeid == 0) /* a negative entry, cached by the kernel */
+		return;
 	node_add(e.nodeid, e.attr.mode);
 }
 
