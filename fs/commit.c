@@ -364,6 +364,14 @@ int rfs_commit_create(const char *region, const char *key, size_t klen,
 				region_flags(rr), false);
 		write_end(rr);
 		*created = rc == 0;
+		/*
+		 * A failed put may have committed all the same (SQLite can
+		 * report NOMEM for a COMMIT that held: measured with
+		 * tests/fault/faultinj.so): the create fails, so an empty
+		 * row of it goes again (the name stayed locked).
+		 */
+		if (rc && rc != -EROFS && rc != -ESHUTDOWN)
+			rfs_commit_create_undo(region, key, klen);
 	}
 	if (!rc)
 		rc = rfs_inode_lookup_key(region, key, klen, NULL, pid, true,
@@ -492,12 +500,13 @@ void rfs_commit_create_undo(const char *region, const char *key, size_t klen)
 
 	/* the name stayed locked since the create: the row is still ours */
 	rc = store_stat(rfs.st, region, key, klen, &last);
-	if (rc == 0 && last.size != 0)
-		return;
-	if (rc == 0)
+	if (rc == 0 && last.size == 0)
 		rc = delete_store(region, key, klen, &last.version);
-	if (rc == 0)
+	if (rc == 0 && last.size == 0)
 		rfs_inode_unlinked(region, key, klen, &last);
+	/* the kernel keeps the negative entry its LOOKUP made before the
+	 * failed CREATE: whatever the store holds now, it looks again */
+	rfs_kinval_key(region, key, klen);
 	if (rc && rc != -ENOENT)
 		rfs_log(RFS_LOG_WARNING,
 			"%s/%s: its create failed, and removing the empty key "

@@ -155,6 +155,9 @@ static const char *const write_sql[W_NSTMT] = {
 	[W_BEGIN] = "BEGIN IMMEDIATE",
 	[W_COMMIT] = "COMMIT",
 	[W_ROLLBACK] = "ROLLBACK",
+	[W_SAVEPOINT] = "SAVEPOINT op",
+	[W_ROLLBACK_TO] = "ROLLBACK TO op",
+	[W_RELEASE] = "RELEASE op",
 	[W_PUT] = "INSERT INTO kv(region, key, value, size, mtime_ns, version) "
 		  "VALUES (?1, ?2, ?3, ?4, ?5, 1) "
 		  "ON CONFLICT(region, key) DO UPDATE SET "

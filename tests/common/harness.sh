@@ -54,6 +54,7 @@ RFS_MNT='' RFS_LOG='' RFS_PID=''
 RFS_CHILDREN=
 RFS_NCHECKS=0
 RFS_DAEMON_RC=
+RFS_KILL9_ABORTS=0
 declare -A RFS_PIDS=()
 declare -A RFS_CONNS=() # FUSE connection (device minor) of each mount
 
@@ -227,7 +228,9 @@ rfs_fuse_abort()
 }
 
 # rfs_kill9 [NAME]: kills daemon NAME (default mnt) with SIGKILL and
-# lazily unmounts the dead mount.
+# lazily unmounts the dead mount. A daemon that does not end within 3 s
+# gets its connection aborted (rfs_fuse_abort), counted in
+# RFS_KILL9_ABORTS.
 rfs_kill9()
 {
 	local name=${1:-mnt} pid=${RFS_PIDS[${1:-mnt}]:-}
@@ -235,6 +238,7 @@ rfs_kill9()
 	[ -n "$pid" ] || rfs_fail "no daemon $name to kill"
 	kill -KILL "$pid"
 	if ! rfs_wait_daemon 3 "$name"; then
+		RFS_KILL9_ABORTS=$((RFS_KILL9_ABORTS + 1))
 		rfs_fuse_abort "$name"
 		rfs_wait_daemon 10 "$name" ||
 			rfs_fail "daemon $name survived SIGKILL and a connection abort"

@@ -70,6 +70,9 @@ static unsigned rate(int f)
 	return 0;
 }
 
+static atomic_flag publishing = ATOMIC_FLAG_INIT;
+
+/* Writes the counts line; one thread at a time (a spin: it is short). */
 static void publish(void)
 {
 	char line[CTL_SIZE - 64];
@@ -77,6 +80,9 @@ static void publish(void)
 
 	if (!ctl)
 		return;
+	while (atomic_flag_test_and_set_explicit(&publishing,
+						 memory_order_acquire))
+		;
 	n = snprintf(line, sizeof(line),
 		     "made m=%lu s=%lu i=%lu f=%lu active=%d\n",
 		     atomic_load(&made[F_MALLOC]), atomic_load(&made[F_SQLMEM]),
@@ -84,6 +90,7 @@ static void publish(void)
 		     atomic_load(&malloc_seen));
 	if (n > 0 && (size_t)n < sizeof(line))
 		memcpy((char *)ctl + 64, line, (size_t)n + 1);
+	atomic_flag_clear_explicit(&publishing, memory_order_release);
 }
 
 /* Should this call fail with fault f? */

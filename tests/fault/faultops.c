@@ -6,6 +6,7 @@
  *
  *   faultops run DIR STATE SEED NOPS ERRNOS
  *   faultops verify DIR STATE
+ *   faultops compare DIR DB REGION
  *
  * The model (STATE, a text file: one line "NAME SIZE SEED" per key that
  * exists) is read at the start of run (missing: DIR must be empty) and
@@ -29,7 +30,12 @@
  * default 65536).
  *
  * verify reads every key and lists DIR: exactly the model's keys, each
- * with its value; no error is allowed.
+ * with its value; no error is allowed. compare checks DIR against the
+ * rows of REGION in the database DB instead of a model.
+ *
+ * FAULTOPS_LENIENT=1: run checks only the errnos, not the model (for
+ * faults under SQLite, where a change whose COMMIT reported an error may
+ * have been committed all the same); run it with compare after.
  *
  * Output: "faultops: ops=N ok=N left_empty=N failed=ENOSPC=N,... write=OK/FAILED
  * rename=OK/FAILED unlink=OK/FAILED" on stdout (a rename or unlink of an
@@ -48,6 +54,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <sqlite3.h>
 
 #include "testlib.h"
 
@@ -72,6 +80,9 @@ static bool trace; /* FAULTOPS_TRACE=1: every failure on stderr */
 /* What an operation saw of key k settles a "maybe" key. */
 static void resolve(unsigned k, bool exists)
 {
+	if (trace && model[k].maybe)
+		fprintf(stderr, "#%lu k%02u: maybe resolved: %s\n", nops, k,
+			exists ? "exists" : "absent");
 	if (!model[k].maybe)
 		return;
 	model[k] = (struct key){.present = exists};
@@ -131,6 +142,14 @@ static bool err_allowed(int err)
 }
 
 /* A failed operation: counted; a finding unless its errno is allowed. */
+/* FAULTOPS_LENIENT=1: only errnos are checked, not the model (see top) */
+static bool lenient;
+#define model_report(...)                                                      \
+	do {                                                                   \
+		if (!lenient)                                                  \
+			tl_report(__VA_ARGS__);                                \
+	} while (0)
+
 static void failed(const char *op, unsigned k, int err)
 {
 	if (trace)
@@ -148,14 +167,14 @@ static void check_value(const char *op, unsigned k, const uint8_t *got,
 	static uint8_t want[1 << 22];
 
 	if (len != model[k].size) {
-		tl_report("%s k%02u: %zu bytes, model %zu", op, k, len,
-			  model[k].size);
+		model_report("%s k%02u: %zu bytes, model %zu", op, k, len,
+			     model[k].size);
 		return;
 	}
 	fill(want, len, model[k].seed);
 	if (memcmp(want, got, len))
-		tl_report("%s k%02u: wrong content (seed %" PRIu64 ")", op, k,
-			  model[k].seed);
+		model_report("%s k%02u: wrong content (seed %" PRIu64 ")", op,
+			     k, model[k].seed);
 }
 
 static int do_read(unsigned k, bool strict)
@@ -170,7 +189,7 @@ static int do_read(unsigned k, bool strict)
 		resolve(k, rc == 0);
 	if (rc == 0) {
 		if (!model[k].present)
-			tl_report("read k%02u: exists, model: absent", k);
+			model_report("read k%02u: exists, model: absent", k);
 		else
 			check_value("read", k, (uint8_t *)buf, len);
 		return 0;
@@ -178,8 +197,8 @@ static int do_read(unsigned k, bool strict)
 	if (rc == -ENOENT && !model[k].present)
 		return 0;
 	if (rc == -ENOENT)
-		tl_report("read k%02u: ENOENT, model: %zu bytes", k,
-			  model[k].size);
+		model_report("read k%02u: ENOENT, model: %zu bytes", k,
+			     model[k].size);
 	else if (strict)
 		tl_report("read k%02u: %s in %s", k, errname(-rc),
 			  tl_failed_call());
@@ -256,8 +275,9 @@ static void do_rename(unsigned a, unsigned b)
 		if (err == ENOENT && !model[a].present)
 			return;
 		if (err == ENOENT)
-			tl_report("rename k%02u k%02u: ENOENT, model: present",
-				  a, b);
+			model_report(
+				"rename k%02u k%02u: ENOENT, model: present", a,
+				b);
 		else
 			failed("rename", a, err);
 		kind_failed[K_RENAME]++;
@@ -265,7 +285,8 @@ static void do_rename(unsigned a, unsigned b)
 	}
 	resolve(a, true);
 	if (!model[a].present)
-		tl_report("rename k%02u k%02u: succeeded, model: absent", a, b);
+		model_report("rename k%02u k%02u: succeeded, model: absent", a,
+			     b);
 	nok++;
 	kind_ok[K_RENAME]++;
 	if (a != b) {
@@ -286,7 +307,7 @@ static void do_unlink(unsigned k)
 		if (err == ENOENT && !model[k].present)
 			return;
 		if (err == ENOENT)
-			tl_report("unlink k%02u: ENOENT, model: present", k);
+			model_report("unlink k%02u: ENOENT, model: present", k);
 		else
 			failed("unlink", k, err);
 		kind_failed[K_UNLINK]++;
@@ -294,7 +315,7 @@ static void do_unlink(unsigned k)
 	}
 	resolve(k, true);
 	if (!model[k].present)
-		tl_report("unlink k%02u: succeeded, model: absent", k);
+		model_report("unlink k%02u: succeeded, model: absent", k);
 	nok++;
 	kind_ok[K_UNLINK]++;
 	model[k].present = false;
@@ -313,17 +334,17 @@ static void do_stat(unsigned k)
 		if (err == ENOENT && !model[k].present)
 			return;
 		if (err == ENOENT)
-			tl_report("stat k%02u: ENOENT, model: present", k);
+			model_report("stat k%02u: ENOENT, model: present", k);
 		else
 			failed("stat", k, err);
 		return;
 	}
 	resolve(k, true);
 	if (!model[k].present)
-		tl_report("stat k%02u: exists, model: absent", k);
+		model_report("stat k%02u: exists, model: absent", k);
 	else if ((size_t)sb.st_size != model[k].size)
-		tl_report("stat k%02u: size %jd, model %zu", k,
-			  (intmax_t)sb.st_size, model[k].size);
+		model_report("stat k%02u: size %jd, model %zu", k,
+			     (intmax_t)sb.st_size, model[k].size);
 }
 
 /* Lists DIR: exactly the model's keys. strict: an error is a finding. */
@@ -351,11 +372,11 @@ static void do_list(bool strict)
 			    ? (unsigned)strtoul(de->d_name + 1, &end, 10)
 			    : NKEYS;
 		if (k >= NKEYS || *end || strlen(de->d_name) != 3) {
-			tl_report("list: stray name '%s'", de->d_name);
+			model_report("list: stray name '%s'", de->d_name);
 			continue;
 		}
 		if (seen[k])
-			tl_report("list: k%02u listed twice", k);
+			model_report("list: k%02u listed twice", k);
 		seen[k] = true;
 	}
 	if (errno) {
@@ -371,9 +392,9 @@ static void do_list(bool strict)
 		resolve(k, seen[k]);
 	for (k = 0; k < NKEYS; k++)
 		if (seen[k] != model[k].present)
-			tl_report("list: k%02u %s, model: %s", k,
-				  seen[k] ? "listed" : "not listed",
-				  model[k].present ? "present" : "absent");
+			model_report("list: k%02u %s, model: %s", k,
+				     seen[k] ? "listed" : "not listed",
+				     model[k].present ? "present" : "absent");
 }
 
 static void load_state(const char *path)
@@ -479,6 +500,60 @@ static void run(uint64_t seed, unsigned long n)
 	printf("\n");
 }
 
+/*
+ * The mount agrees with the store: every row of REGION in DB reads back
+ * through DIR byte for byte, and DIR lists exactly those keys.
+ */
+static void compare(const char *db, const char *region)
+{
+	static char buf[1 << 22];
+	char p[TL_PATH_MAX];
+	unsigned long rows = 0, listed = 0;
+	sqlite3_stmt *st;
+	struct dirent *de;
+	sqlite3 *h;
+	size_t len;
+	DIR *d;
+	int rc;
+
+	if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) ||
+	    sqlite3_prepare_v2(h,
+			       "SELECT key, value FROM kv WHERE region = ?1 "
+			       "AND typeof(key) = 'text'",
+			       -1, &st, NULL) ||
+	    sqlite3_bind_text(st, 1, region, -1, SQLITE_STATIC))
+		tl_die("%s: %s", db, sqlite3_errmsg(h));
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *key = (const char *)sqlite3_column_text(st, 0);
+		const void *val = sqlite3_column_blob(st, 1);
+		size_t vlen = (size_t)sqlite3_column_bytes(st, 1);
+
+		rows++;
+		snprintf(p, sizeof(p), "%s/%s", dir, key);
+		rc = tl_read_file(p, buf, sizeof(buf), &len);
+		if (rc)
+			tl_report("compare %s: %s through the mount, a row in "
+				  "the store",
+				  key, errname(-rc));
+		else if (len != vlen || (len && memcmp(buf, val, len)))
+			tl_report("compare %s: %zu bytes through the mount, "
+				  "%zu other bytes in the store",
+				  key, len, vlen);
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(h);
+	d = opendir(dir);
+	if (!d)
+		tl_die("%s: %s", dir, strerror(errno));
+	while ((de = readdir(d)))
+		listed += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+	closedir(d);
+	if (listed != rows)
+		tl_report("compare: %lu names listed, %lu rows in the store",
+			  listed, rows);
+	printf("faultops: %s agrees with the store (%lu keys)\n", dir, rows);
+}
+
 int main(int argc, char **argv)
 {
 	const char *env = getenv("FAULTOPS_MAXSIZE");
@@ -487,6 +562,7 @@ int main(int argc, char **argv)
 	if (env)
 		maxsize = strtoul(env, NULL, 10);
 	trace = getenv("FAULTOPS_TRACE") != NULL;
+	lenient = getenv("FAULTOPS_LENIENT") != NULL;
 	if (maxsize > (1u << 22))
 		maxsize = 1u << 22;
 	if (argc == 7 && !strcmp(argv[1], "run")) {
@@ -495,6 +571,9 @@ int main(int argc, char **argv)
 		parse_errnos(argv[6]);
 		run(strtoull(argv[4], NULL, 0), strtoul(argv[5], NULL, 0));
 		save_state(argv[3]);
+	} else if (argc == 5 && !strcmp(argv[1], "compare")) {
+		dir = argv[2];
+		compare(argv[3], argv[4]);
 	} else if (argc == 4 && !strcmp(argv[1], "verify")) {
 		dir = argv[2];
 		load_state(argv[3]);
@@ -505,7 +584,8 @@ int main(int argc, char **argv)
 	} else {
 		fprintf(stderr,
 			"usage: faultops run DIR STATE SEED NOPS ERRNOS\n"
-			"       faultops verify DIR STATE\n");
+			"       faultops verify DIR STATE\n"
+			"       faultops compare DIR DB REGION\n");
 		return 2;
 	}
 	return tl_reported() ? 1 : 0;

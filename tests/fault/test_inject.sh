@@ -6,11 +6,15 @@
 # and a full disk under SQLite (f=), one kind at a time and then all at
 # once. Under each, faultops does random writes, reads, renames, unlinks,
 # listings and stats on 16 keys: every failure must be ENOMEM, EIO or
-# ENOSPC and change nothing, every success exactly what it says. Then,
-# with the faults off, the daemon must still run and every key read back
-# as the model says (no value lost, torn or left behind by a failed
-# operation, nothing stale in the cache), also after a clean unmount and
-# a remount.
+# ENOSPC. Under m= (nothing fails below the daemon's own code) every
+# failure must also change nothing and every success exactly what it
+# says (faultops' model), and with the faults off every key reads back as
+# the model says. Under SQLite's faults a change whose COMMIT reported an
+# error may be in the file all the same, so there, with the faults off,
+# the mount must agree byte for byte with the store (no stale value in
+# the cache, no key the kernel hides or shows wrongly). The daemon must
+# stay up throughout, unmount cleanly, and after a remount still agree
+# with the store.
 #
 # Under ASan/TSan the sanitizer owns malloc, so m= cannot reach the
 # daemon: that case is then skipped (faultinj reports active=0); the
@@ -33,10 +37,15 @@ set_faults()
 	printf '%-63s\n' "$1" 1<>"$CTL" || rfs_fail "cannot write $CTL"
 }
 
-# made LETTER: failures made so far of that kind
+# made LETTERS: failures made so far of those kinds (e.g. "msif")
 made()
 {
-	tail -c +65 "$CTL" | tr -d '\0' | sed -n "s/.* $1=\([0-9]*\).*/\1/p"
+	local n=0 k v
+	for k in $(echo "$1" | grep -o .); do
+		v=$(tail -c +65 "$CTL" | tr -d '\0' | sed -n "s/.* $k=\([0-9]*\).*/\1/p")
+		n=$((n + ${v:-0}))
+	done
+	echo "$n"
 }
 
 set_faults ""
@@ -56,29 +65,48 @@ for ((r = 0; r < ROUNDS; r++)); do
 	for faults in "m=25" "s=25" "i=30" "f=30" "m=60 s=60 i=80 f=80"; do
 		seed=$((seed + 1))
 		case $faults in
-		m=*) [ "$(tail -c +65 "$CTL" | sed -n 's/.*active=\([01]\).*/\1/p')" = 1 ] || {
+		m=25) [ "$(tail -c +65 "$CTL" | sed -n 's/.*active=\([01]\).*/\1/p')" = 1 ] || {
 			echo "# $faults: skipped (malloc belongs to the sanitizer)"
 			continue
 		} ;;
 		esac
-		before=$(made "${faults:0:1}")
+		# the model is exact for the daemon's own allocations; under
+		# SQLite a change whose COMMIT failed may be in the file all
+		# the same, so there the errnos are checked during the run
+		# and the mount against the store after it
+		lenient=1
+		[ "$faults" = m=25 ] && lenient=
+		kinds=$(echo "$faults" | grep -o '[msif]=' | tr -d '=\n')
+		before=$(made "$kinds")
 		set_faults "$faults"
-		out=$(FAULTOPS_TRACE=1 FAULTOPS_MAXSIZE=20000 "$FAULTOPS" run "$D" "$STATE" $seed 200 ENOMEM,EIO,ENOSPC 2>&1)
+		out=$(FAULTOPS_LENIENT=$lenient FAULTOPS_TRACE=1 FAULTOPS_MAXSIZE=20000 \
+			"$FAULTOPS" run "$D" "$STATE" $seed 200 ENOMEM,EIO,ENOSPC 2>&1)
 		rc=$?
 		set_faults ""
 		echo "$out"
 		rfs_alive
-		[ "$rc" = 0 ] || rfs_fail "$faults: $out"
-		after=$(made "${faults:0:1}")
+		[ "$rc" = 0 ] || rfs_fail "$faults: $(echo "$out" | grep -v '^#')"
+		after=$(made "$kinds")
 		[ "$after" -gt "$before" ] || rfs_fail "$faults: no fault was injected"
-		"$FAULTOPS" verify "$D" "$STATE" ||
-			rfs_fail "$faults: with the faults off, the mount differs from the model"
-		rfs_ok "$faults: $((after - before)) injected; every failure ENOMEM/EIO/ENOSPC and changed nothing, the mount agrees with the model after"
+		if [ -z "$lenient" ]; then
+			"$FAULTOPS" verify "$D" "$STATE" ||
+				rfs_fail "$faults: with the faults off, the mount differs from the model"
+			what="every failure ENOMEM/EIO/ENOSPC and changed nothing, the mount agrees with the model after"
+		else
+			"$FAULTOPS" compare "$D" "$RFS_DB" main ||
+				rfs_fail "$faults: with the faults off, the mount differs from the store"
+			what="every failure ENOMEM/EIO/ENOSPC, the mount agrees with the store after"
+		fi
+		rfs_ok "$faults: $((after - before)) injected; $what"
 	done
 done
+"$FAULTOPS" compare "$D" "$RFS_DB" main || rfs_fail "the mount differs from the store"
 rfs_umount
 rfs_mount
-"$FAULTOPS" verify "$D" "$STATE" || rfs_fail "after a remount, the store differs from the model"
+"$FAULTOPS" compare "$D" "$RFS_DB" main || rfs_fail "after a remount, the mount differs from the store"
+head -c 5000 /dev/urandom >"$RFS_TMP/v"
+cp "$RFS_TMP/v" "$RFS_MNT/other/after" && cmp -s "$RFS_TMP/v" "$RFS_MNT/other/after" ||
+	rfs_fail "a write after the faults"
 rfs_umount
-rfs_ok "clean unmount (exit 0), and after a remount every key as the model says"
+rfs_ok "clean unmount (exit 0); after a remount the mount agrees with the store and works"
 rfs_done

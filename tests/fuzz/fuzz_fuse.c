@@ -21,12 +21,15 @@
  * everything else (names' bytes, flags, modes, offsets, sizes, data,
  * which node, which handle) comes from the input. At the end of each
  * input every handle is released and every lookup forgotten, as a kernel
- * does when the files are closed and the dentries dropped.
+ * does when the files are closed and the dentries dropped, and every key
+ * is unlinked through the session (so that keys do not pile up and slow
+ * every later input down).
  *
  * Checks: every request but FORGET gets exactly one reply, for its own
- * unique id, whose header is consistent (length, an errno in -4095..0),
- * and a successful entry reply names a node; plus whatever the sanitizers
- * and the daemon's own assertions find.
+ * unique id, whose header is consistent (length, an errno in -4095..0);
+ * a successful entry reply with node id 0 is a negative entry (cached
+ * "no such name") and names no node. Plus whatever the sanitizers and the
+ * daemon's own assertions find.
  */
 /* The checks below are the target: keep them in release builds too. */
 #undef NDEBUG
@@ -634,6 +637,52 @@ static void step(void)
 		forget_node(0, nodes[0].nlookup);
 }
 
+/*
+ * Unlinks every key of the regions through the session, so that inputs
+ * do not pile keys up (listings and the store would slow down for good).
+ */
+static char *keys[4096];
+static size_t nkeys;
+
+static int collect(void *ctx, const void *key, size_t klen,
+		   const struct store_meta *meta)
+{
+	(void)ctx;
+	(void)meta;
+	if (nkeys == sizeof(keys) / sizeof(keys[0]))
+		return 1;
+	keys[nkeys] = strndup(key, klen);
+	assert(keys[nkeys]);
+	nkeys++;
+	return 0;
+}
+
+static void wipe(void)
+{
+	static const char *const regions[] = {"a", "b"};
+	struct fuse_entry_out e;
+	size_t r, i;
+
+	for (r = 0; r < 2; r++) {
+		nkeys = 0;
+		assert(store_list(rfs.st, regions[r], NULL, 0, SIZE_MAX,
+				  collect, NULL) >= 0);
+		if (!nkeys)
+			continue;
+		send_req(FUSE_LOOKUP, FUSE_ROOT_ID, regions[r],
+			 strlen(regions[r]) + 1, NULL, 0, NULL, 0);
+		assert(rep_error() == 0);
+		memcpy(&e, rep + sizeof(struct fuse_out_header), sizeof(e));
+		for (i = 0; i < nkeys; i++) {
+			send_req(FUSE_UNLINK, e.nodeid, keys[i],
+				 strlen(keys[i]) + 1, NULL, 0, NULL, 0);
+			free(keys[i]);
+		}
+		node_add(e.nodeid, e.attr.mode);
+		forget_node(nnodes - 1, nodes[nnodes - 1].nlookup);
+	}
+}
+
 /* ---- set-up ---------------------------------------------------------------- */
 
 static char dir[] = "/tmp/fuzz_fuse.XXXXXX";
@@ -739,5 +788,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		release_handle((int)nhandles - 1);
 	while (nnodes)
 		forget_node(nnodes - 1, nodes[nnodes - 1].nlookup);
+	wipe();
 	return 0;
 }
