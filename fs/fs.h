@@ -190,6 +190,7 @@ struct rfs {
 	char last_error[CONFIG_ERR_LEN]; /* its message, "" when ok */
 	atomic_ulong reloads;		 /* successful reloads */
 	atomic_ulong reload_failures;	 /* refused reloads */
+	atomic_ulong cache_rebuilds;	 /* regions a reload recreated */
 };
 
 extern struct rfs rfs;

@@ -427,16 +427,40 @@ static int region_for(const struct config_region *cr,
 		      const struct rfs_region *old, bool *applied,
 		      struct region **out)
 {
+	const char *why;
+	struct region_stats st, now;
+	int rc;
+
 	*applied = false;
-	if (old && old->cfg.lim.nstripes == cr->lim.nstripes &&
-	    old->cfg.lim.strategy == cr->lim.strategy &&
-	    region_set_limits(old->r, &cr->lim) == 0) {
+	if (!old)
+		return region_create(cr->name, &cr->lim, out);
+	if (old->cfg.lim.nstripes != cr->lim.nstripes)
+		why = "its stripes changed";
+	else if (old->cfg.lim.strategy != cr->lim.strategy)
+		why = "its strategy changed";
+	else if (region_set_limits(old->r, &cr->lim) == 0) {
 		*applied = true;
 		*out = region_ref(old->r);
 		return 0;
+	} else
+		why = "the new limits leave too few entries for each of its "
+		      "stripes";
+	/* a fresh (cold) cache; never silent: logged and counted (the
+	 * counters of the new cache start from 0) */
+	rc = region_create(cr->name, &cr->lim, out);
+	if (rc == 0) {
+		region_stats(old->r, &st);
+		region_stats(*out, &now);
+		rfs_log(RFS_LOG_NOTICE,
+			"region %s: cache recreated cold at the reload (%s): "
+			"%llu cached entries dropped, counters restarted, "
+			"%llu stripes now (were %llu)",
+			cr->name, why, (unsigned long long)st.entries,
+			(unsigned long long)now.nstripes,
+			(unsigned long long)st.nstripes);
+		atomic_fetch_add(&rfs.cache_rebuilds, 1);
 	}
-	/* new, or stripes/strategy changed: a fresh (cold) cache */
-	return region_create(cr->name, &cr->lim, out);
+	return rc;
 }
 
 /* Restores the limits region_for() applied to the old regions. */

@@ -22,6 +22,7 @@ void rfs_counters_sum(struct rfs_counters *out)
 	out->inodes = rfs_inode_count();
 	out->config_reloads = atomic_load(&rfs.reloads);
 	out->config_failures = atomic_load(&rfs.reload_failures);
+	out->config_cache_rebuilds = atomic_load(&rfs.cache_rebuilds);
 	rfs_feed_counters(&out->feed_changes, &out->feed_lag_ms);
 	out->feed_poll_age_ms = rfs_feed_poll_age_ms();
 	rfs_mem_counters(out);

@@ -92,6 +92,10 @@
 	  "config_failures", "regionfs_config_reload_failures_total",          \
 	  "Configuration reloads refused (the old configuration kept "         \
 	  "running).")                                                         \
+	X(RFS_SRC_OTHER, NONE, config_cache_rebuilds, RFS_COUNTER,             \
+	  RFS_UNIT_COUNT, "config_cache_rebuilds",                             \
+	  "regionfs_config_cache_rebuilds_total",                              \
+	  "Region caches a reload recreated cold (logged with the reason).")   \
 	X(RFS_SRC_OTHER, NONE, mem_values_bytes, RFS_GAUGE, RFS_UNIT_COUNT,    \
 	  "memory_values_bytes", "regionfs_memory_values_bytes",               \
 	  "Bytes of all values in memory: cached, or pinned by open files.")   \

@@ -204,6 +204,29 @@ grep -q '^regionfs_load_seconds_total{region="main"} [0-9.]*$' \
 grep -q 'k1' "$RFS_TMP/metrics.prom" && rfs_fail "a key name leaked into metrics"
 rfs_ok "metrics.prom passes promtool check metrics silently"
 
+# ---- a reload that recreates a cache is counted and logged --------------------
+
+rfs_stat gen0 "$V/config" generation
+rfs_stat rb0 "$V/stats" config_cache_rebuilds
+sed -e 's/^\[main\]$/[main]\nstripes = 2/' \
+	-e 's/^\[other\]$/[other]\nmax_entries = 2/' "$RFS_INI" >"$RFS_INI.new"
+mv "$RFS_INI.new" "$RFS_INI"
+kill -HUP "$RFS_PID"
+for ((i = 0; i < 200; i++)); do
+	rfs_stat gen "$V/config" generation
+	[ "$gen" -gt "$gen0" ] && break
+	sleep 0.05
+done
+[ "$gen" -gt "$gen0" ] || rfs_fail "the reload did not happen"
+rfs_stat rb1 "$V/stats" config_cache_rebuilds
+[ "$rb1" -eq $((rb0 + 2)) ] ||
+	rfs_fail "config_cache_rebuilds went $rb0 -> $rb1, not +2"
+grep -q "region main: cache recreated cold at the reload (its stripes changed)" \
+	"$RFS_TMP/mnt.log" || rfs_fail "the rebuild of main is not logged"
+grep -q "region other: cache recreated cold at the reload (the new limits leave too few" \
+	"$RFS_TMP/mnt.log" || rfs_fail "the rebuild of other is not logged"
+rfs_ok "a reload that recreates a region's cache is counted and logged ($rb0 -> $rb1)"
+
 rfs_umount
 rfs_ok "clean unmount, daemon exited 0"
 rfs_done

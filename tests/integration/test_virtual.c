@@ -253,6 +253,7 @@ static const char *const global_lines[] = {
 	"feed_lag_ms",
 	"config_reloads",
 	"config_failures",
+	"config_cache_rebuilds",
 	"store_commits",
 	"store_rows",
 	"store_max_batch",
