@@ -149,13 +149,14 @@ struct region_value *region_value_adopt(void *buf, size_t len)
 	struct region_value *v = NULL;
 
 	if (len <= REGION_VALUE_MAX_LEN)
-		v = malloc(REGION_VALUE_HDR + sizeof(void *));
+		v = malloc(REGION_VALUE_HDR + REGION_VALUE_PTR_OFF +
+			   sizeof(void *));
 	if (!v) {
 		free(buf);
 		return NULL;
 	}
 	value_init(v, buf ? VALUE_ADOPTED : VALUE_INLINE, buf ? len : 0);
-	memcpy(v->inline_data, &buf, sizeof(buf));
+	memcpy(v->inline_data + REGION_VALUE_PTR_OFF, &buf, sizeof(buf));
 	region__values_account((int64_t)(REGION_VALUE_HDR + region__vlen(v)));
 	return v;
 }
@@ -166,7 +167,7 @@ const void *region_value_data(const struct region_value *v)
 
 	if (v->kind != VALUE_ADOPTED && v->kind != VALUE_INDIRECT)
 		return v->inline_data;
-	memcpy(&p, v->inline_data, sizeof(p));
+	memcpy(&p, v->inline_data + REGION_VALUE_PTR_OFF, sizeof(p));
 	return p;
 }
 
@@ -218,10 +219,11 @@ void region__value_free(struct region_value *v)
 		free((char *)v - v->back); /* the entry's block */
 		return;
 	case VALUE_INDIRECT:
-		memcpy(&target, v->inline_data + sizeof(void *),
+		memcpy(&target,
+		       v->inline_data + REGION_VALUE_PTR_OFF + sizeof(void *),
 		       sizeof(target));
 		region__values_account(
-			-(int64_t)(REGION_VALUE_HDR + 2 * sizeof(void *)));
+			-(int64_t)(REGION_VALUE_HDR + REGION_VALUE_PTRS));
 		free((char *)v - v->back); /* the entry's block */
 		region_value_unref(target);
 		return;

@@ -139,7 +139,15 @@ struct region_value {
 	unsigned char inline_data[];
 };
 
-#define REGION_VALUE_HDR     offsetof(struct region_value, inline_data)
+#define REGION_VALUE_HDR offsetof(struct region_value, inline_data)
+/*
+ * Where ADOPTED and INDIRECT values keep their pointers: inline_data[] is
+ * at offset 36, so they are stored 4 bytes on, 8-aligned (the header is):
+ * LeakSanitizer follows only aligned pointers, and a value referenced
+ * from an INDIRECT header alone was reported leaked.
+ */
+#define REGION_VALUE_PTR_OFF ((8 - REGION_VALUE_HDR % 8) % 8)
+#define REGION_VALUE_PTRS    (REGION_VALUE_PTR_OFF + 2 * sizeof(void *))
 #define REGION_VALUE_MAX_LEN ((((uint64_t)1) << 40) - 1)
 #define REGION_EMBED_MAX     4096 /* bytes copied into the entry at install */
 

@@ -442,7 +442,7 @@ struct entry *region__entry_create(const void *key, size_t klen,
 {
 	size_t off = region__entry_val_off(klen), len = region__vlen(v);
 	bool embed = len <= REGION_EMBED_MAX;
-	size_t data = embed ? len : 2 * sizeof(void *);
+	size_t data = embed ? len : REGION_VALUE_PTRS;
 	struct region_value *c;
 	const void *p = region_value_data(v);
 	struct entry *e;
@@ -473,8 +473,9 @@ struct entry *region__entry_create(const void *key, size_t klen,
 			memcpy(c->inline_data, p, len);
 	} else {
 		/* the reference to v is the caller's to take */
-		memcpy(c->inline_data, &p, sizeof(p));
-		memcpy(c->inline_data + sizeof(p), &v, sizeof(v));
+		memcpy(c->inline_data + REGION_VALUE_PTR_OFF, &p, sizeof(p));
+		memcpy(c->inline_data + REGION_VALUE_PTR_OFF + sizeof(p), &v,
+		       sizeof(v));
 	}
 	region__values_account((int64_t)(REGION_VALUE_HDR + data));
 	return e;
@@ -487,7 +488,7 @@ void region__entry_discard(struct entry *e)
 	region__values_account(
 		-(int64_t)(REGION_VALUE_HDR + (c->kind == VALUE_EMBEDDED
 						       ? region__vlen(c)
-						       : 2 * sizeof(void *))));
+						       : REGION_VALUE_PTRS)));
 	free(e);
 }
 

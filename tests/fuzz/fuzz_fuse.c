@@ -234,6 +234,10 @@ static bool send_req(uint32_t opcode, uint64_t nodeid, const void *a,
 		return false;
 	}
 	assert(nreplies == before + 1);
+	if (getenv("FUZZ_FUSE_TRACE")) /* replaying one input by hand */
+		fprintf(stderr, "op %u node %llu -> %d\n", opcode,
+			(unsigned long long)nodeid,
+			((const struct fuse_out_header *)rep)->error);
 	return true;
 }
 
