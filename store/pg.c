@@ -1110,6 +1110,30 @@ static void batch_fail(struct op *batch, int err)
  */
 /* ---- the pipelined batch ---- */
 
+static void batch_account(struct pg_store *ps, struct op *batch,
+			  const struct batch_info *bi, int64_t commit_ns);
+
+/*
+ * A batch committed: counted, published, and its callers woken. The ops
+ * live on the callers' stacks: nothing may touch the batch afterwards.
+ */
+static void batch_committed(struct pg_store *ps, struct op *batch,
+			    const struct batch_info *bi, int64_t t0)
+{
+	struct op *op, *next;
+
+	batch_account(ps, batch, bi, now_ns() - t0);
+	ps->unsynced = !(bi->durable || ps->durable);
+	pthread_mutex_lock(&ps->lock);
+	ps->stats = ps->wstats;
+	for (op = batch; op; op = next) {
+		next = op->next;
+		op->done = true;
+		pthread_cond_signal(&op->cond);
+	}
+	pthread_mutex_unlock(&ps->lock);
+}
+
 /* The parameters of a put's or a delete's statement. */
 struct op_params {
 	int idx, n;
@@ -1184,10 +1208,11 @@ static PGresult *pipe_result(PGconn *c)
  * included. Same contract as batch_attempt(); *rang: the doorbell was
  * tried (counted).
  */
-static int batch_pipe(struct pg_store *ps, struct op *batch, bool durable,
-		      PGresult **fr, struct op **failed, bool *at_commit,
-		      bool *rang)
+static int batch_pipe(struct pg_store *ps, struct op *batch,
+		      const struct batch_info *bi, int64_t t0, PGresult **fr,
+		      struct op **failed, bool *at_commit, bool *woken)
 {
+	bool durable = bi->durable;
 	static const char *const bell_sql[] = {
 		"BEGIN",
 		"SET LOCAL synchronous_commit = off",
@@ -1266,13 +1291,16 @@ static int batch_pipe(struct pg_store *ps, struct op *batch, bool durable,
 		goto drain;
 	}
 	PQclear(r);
+	/* committed, and the doorbell is on its way: the callers go now
+	 * (their ops die with them), its results are read after */
+	batch_committed(ps, batch, bi, t0);
+	*woken = true;
 	for (i = 0; i < 4; i++) {
 		r = pipe_result(c);
 		bell_ok &= r && (PQresultStatus(r) == PGRES_COMMAND_OK ||
 				 PQresultStatus(r) == PGRES_TUPLES_OK);
 		PQclear(r);
 	}
-	*rang = true;
 	atomic_fetch_add_explicit(bell_ok ? &ps->bells_sent : &ps->bells_failed,
 				  1, memory_order_relaxed);
 	r = PQgetResult(c); /* the sync */
@@ -1301,20 +1329,21 @@ drain:
 	return -EIO;
 }
 
-static int batch_attempt(struct pg_store *ps, struct op *batch, bool durable,
-			 PGresult **fr, struct op **failed, bool *at_commit,
-			 bool *rang)
+static int batch_attempt(struct pg_store *ps, struct op *batch,
+			 const struct batch_info *bi, int64_t t0, PGresult **fr,
+			 struct op **failed, bool *at_commit, bool *woken)
 {
+	bool durable = bi->durable;
 	struct op *op;
 	int rc;
 
 	*failed = NULL;
 	*fr = NULL;
 	*at_commit = false;
-	*rang = false;
+	*woken = false;
 	if (pipe_ok(batch)) {
-		rc = batch_pipe(ps, batch, durable, fr, failed, at_commit,
-				rang);
+		rc = batch_pipe(ps, batch, bi, t0, fr, failed, at_commit,
+				woken);
 		if (rc != -EAGAIN)
 			return rc;
 	}
@@ -1382,7 +1411,7 @@ static int wal_flush(struct pg_store *ps)
 }
 
 /* The whole life of one batch; settles every op. */
-static void batch_run(struct pg_store *ps, struct op *batch)
+static bool batch_run(struct pg_store *ps, struct op *batch)
 {
 	int64_t deadline = now_ns() + (int64_t)ps->busy_timeout_ms * 1000000,
 		t0;
@@ -1392,7 +1421,7 @@ static void batch_run(struct pg_store *ps, struct op *batch)
 	struct op *op, *failed;
 	PGresult *fr;
 	char msg[512];
-	bool lost, at_commit, rang;
+	bool lost, at_commit, woken;
 	int err;
 
 	batch_scan(batch, &bi);
@@ -1403,22 +1432,24 @@ static void batch_run(struct pg_store *ps, struct op *batch)
 	err = writer_connect(ps, deadline);
 	if (err) {
 		batch_fail(batch, err);
-		return;
+		return false;
 	}
 	if (!bi.nwrites) { /* syncs only */
 		batch_fail(batch, wal_flush(ps));
-		return;
+		return false;
 	}
 	for (;;) {
 		t0 = now_ns();
-		err = batch_attempt(ps, batch, bi.durable, &fr, &failed,
-				    &at_commit, &rang);
+		err = batch_attempt(ps, batch, &bi, t0, &fr, &failed,
+				    &at_commit, &woken);
+		if (err == 0 && woken)
+			return true; /* the ops are gone: touch nothing */
 		if (err == 0) {
 			batch_account(ps, batch, &bi, now_ns() - t0);
 			ps->unsynced = !(bi.durable || ps->durable);
-			if (bi.nchanges && !rang)
+			if (bi.nchanges)
 				ring(ps);
-			return;
+			return false;
 		}
 		err = pg_errno(ps->w.c, fr, &kind, &lost);
 		pg_msg(ps->w.c, fr, msg, sizeof(msg));
@@ -1441,7 +1472,7 @@ static void batch_run(struct pg_store *ps, struct op *batch)
 					if (!op->final && op_changes_kv(op))
 						ps->wstats.errors++;
 				batch_fail(batch, err); /* reported */
-				return;
+				return false;
 			}
 		}
 		if (kind == STORE_ERR_BUSY && now_ns() < deadline) {
@@ -1473,7 +1504,7 @@ static void batch_run(struct pg_store *ps, struct op *batch)
 							  memory_order_relaxed);
 		}
 		batch_fail(batch, err);
-		return;
+		return false;
 	}
 }
 
@@ -1515,6 +1546,7 @@ static void *writer_main(void *arg)
 	struct op *batch, *op, *next;
 	unsigned prev = 0;
 	int64_t t0, commit_ns = 0;
+	bool woken;
 
 	pthread_mutex_lock(&ps->lock);
 	for (;;) {
@@ -1532,13 +1564,13 @@ static void *writer_main(void *arg)
 		pthread_mutex_unlock(&ps->lock);
 
 		t0 = now_ns();
-		batch_run(ps, batch);
+		woken = batch_run(ps, batch);
 		commit_ns = now_ns() - t0;
 
 		pthread_mutex_lock(&ps->lock);
 		ps->stats = ps->wstats;
-		for (op = batch; op; op = next) {
-			next = op->next;
+		for (op = woken ? NULL : batch; op; op = next) {
+			next = op->next; /* op dies once its caller wakes */
 			op->done = true;
 			pthread_cond_signal(&op->cond);
 		}
