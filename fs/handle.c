@@ -68,11 +68,14 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fs.h"
 
 #define HANDLE_STRIPES 16
+/* How long a write open waits for page-cache readers (1 ms steps). */
+#define WRITER_WAIT_MS 500
 
 struct hstripe {
 	_Alignas(64) pthread_mutex_t mu;
@@ -597,6 +600,7 @@ static int enter_writer(fuse_ino_t ino, pid_t pid, bool readable,
 {
 	struct rfs_ident id;
 	struct rfs_wopen wo;
+	unsigned waited;
 	int rc;
 
 	rc = rfs_inode_ident(ino, &id);
@@ -604,6 +608,18 @@ static int enter_writer(fuse_ino_t ino, pid_t pid, bool readable,
 		rc = rfs_inode_refuse_write(ino, pid);
 	if (!rc)
 		rc = rfs_inode_open_write(ino, pid, readable, &wo);
+	/*
+	 * Page-cache readers have the inode open. The kernel retries an open
+	 * that got ESTALE only once, and this may be that retry (another
+	 * reader's LOOKUP can hand it the same inode), so wait a little for
+	 * those readers to close instead: from the refusal on, new read opens
+	 * of the inode are served direct (inode.c, draining), so they drain.
+	 * No lock is held while waiting. Past WRITER_WAIT_MS, ESTALE.
+	 */
+	for (waited = 0; rc == -ESTALE && waited < WRITER_WAIT_MS; waited++) {
+		nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+		rc = rfs_inode_open_write(ino, pid, readable, &wo);
+	}
 	if (rc == -ESTALE)
 		rfs_log(RFS_LOG_DEBUG,
 			"open for writing: inode %llu has "

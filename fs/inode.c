@@ -151,6 +151,9 @@ struct inode {
 	atomic_int cls;		    /* N: enum rfs_kclass of a key */
 	bool pristine;		    /* N: it can have no page cached */
 	bool wanted;		    /* N: a writer's open is on its way */
+	bool draining;		    /* N: a writer waits for the page-cache
+				     * handles to close: new read opens
+				     * are served direct */
 	unsigned nreaders;	    /* N: open handles that can read */
 	unsigned preaders;	    /* N: of which page-cache handles */
 	unsigned nwriters;	    /* N: open write handles */
@@ -1037,7 +1040,7 @@ int rfs_inode_open_read(fuse_ino_t ino, struct region_value *v,
 	mu = node_lock(n);
 	node_enter(mu);
 	if (atomic_load(&n->cls) == RFS_K_PAGE) {
-		serve = page_value_locked(n, v);
+		serve = n->draining ? NULL : page_value_locked(n, v);
 		if (serve)
 			n->preaders++;
 		else if (!n->preaders)
@@ -1108,8 +1111,11 @@ void rfs_inode_close_write(fuse_ino_t ino, bool readable)
 static int write_in_locked(struct inode *n, bool readable, struct rfs_wopen *wo)
 {
 	ASSERT_NODE();
-	if (n->preaders)
+	if (n->preaders) {
+		n->draining = true; /* see rfs_inode_open_write() */
 		return -ESTALE;
+	}
+	n->draining = false;
 	if (atomic_load(&n->cls) != RFS_K_WRITE) {
 		atomic_store(&n->cls, RFS_K_WRITE);
 		n->pristine = false; /* until rfs_inode_cleaned() */
