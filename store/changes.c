@@ -219,27 +219,6 @@ struct feed_pass {
 	bool stop;	  /* fn returned nonzero */
 };
 
-/* Appends bytes and a NUL to p->buf; returns the offset or -1. */
-static ssize_t page_append(struct feed_page *p, const void *b, size_t n)
-{
-	size_t need = p->len + n + 1, off = p->len, cap;
-	char *nb;
-
-	if (need > p->cap) {
-		cap = need > 2 * p->cap ? need : 2 * p->cap;
-		nb = realloc(p->buf, cap);
-		if (!nb)
-			return -1;
-		p->buf = nb;
-		p->cap = cap;
-	}
-	if (n)
-		memcpy(p->buf + off, b, n);
-	p->buf[off + n] = '\0';
-	p->len = need;
-	return off;
-}
-
 static int page_add(struct feed_page *p, sqlite3_stmt *s)
 {
 	struct feed_row *r = &p->rows[p->n];
@@ -247,10 +226,10 @@ static int page_add(struct feed_page *p, sqlite3_stmt *s)
 
 	r->seq = store__col_u64(s, 0);
 	assert(p->n == 0 || r->seq > p->rows[p->n - 1].seq); /* ORDER BY seq */
-	ro = page_append(p, sqlite3_column_text(s, 1),
-			 sqlite3_column_bytes(s, 1));
-	ko = page_append(p, sqlite3_column_text(s, 2),
-			 sqlite3_column_bytes(s, 2));
+	ro = store__append(&p->buf, &p->len, &p->cap, sqlite3_column_text(s, 1),
+			   sqlite3_column_bytes(s, 1));
+	ko = store__append(&p->buf, &p->len, &p->cap, sqlite3_column_text(s, 2),
+			   sqlite3_column_bytes(s, 2));
 	if (ro < 0 || ko < 0)
 		return SQLITE_NOMEM;
 	r->region_off = ro;

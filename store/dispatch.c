@@ -11,6 +11,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,7 +243,40 @@ int store_sync(struct store *st)
 int store_list(struct store *st, const char *region, const void *after,
 	       size_t alen, size_t max, store_list_fn fn, void *ctx)
 {
-	return store__ops(st)->list(st, region, after, alen, max, fn, ctx);
+	const struct store_ops *ops = store__ops(st);
+	struct store_list_item *items;
+	char from[STORE_MAX_KEY];
+	size_t count = 0, flen, n, i, want;
+	int err = 0;
+
+	if (!region || !fn || (alen && !after) || alen > STORE_MAX_KEY)
+		return -EINVAL;
+	items = malloc(STORE_LIST_CHUNK * sizeof(*items));
+	if (!items)
+		return -ENOMEM;
+	flen = alen;
+	if (alen)
+		memcpy(from, after, alen);
+	while (count < max) {
+		want = max - count < STORE_LIST_CHUNK ? max - count
+						      : STORE_LIST_CHUNK;
+		err = ops->list_page(st, region, from, flen, want, items, &n);
+		if (err)
+			break;
+		for (i = 0; i < n; i++) {
+			count++;
+			if (fn(ctx, items[i].key, items[i].klen,
+			       &items[i].meta))
+				goto out;
+		}
+		if (n < want)
+			break;
+		flen = items[n - 1].klen;
+		memcpy(from, items[n - 1].key, flen);
+	}
+out:
+	free(items);
+	return err ? err : (int)(count > INT_MAX ? INT_MAX : count);
 }
 
 int store_region_usage(struct store *st, const char *region, uint64_t *nkeys,
@@ -291,4 +325,25 @@ bool store_file_lost(struct store *st)
 	const struct store_ops *ops = store__ops(st);
 
 	return ops->file_lost ? ops->file_lost(st) : false;
+}
+
+ssize_t store__append(char **buf, size_t *len, size_t *cap, const void *b,
+		      size_t n)
+{
+	size_t need = *len + n + 1, off = *len, ncap;
+	char *nb;
+
+	if (need > *cap) {
+		ncap = need > 2 * *cap ? need : 2 * *cap;
+		nb = realloc(*buf, ncap);
+		if (!nb)
+			return -1;
+		*buf = nb;
+		*cap = ncap;
+	}
+	if (n)
+		memcpy(*buf + off, b, n);
+	(*buf)[off + n] = '\0';
+	*len = need;
+	return (ssize_t)off;
 }

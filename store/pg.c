@@ -115,7 +115,6 @@
 #define DEFAULT_BUSY_MS 5000 /* store_options.busy_timeout_ms == 0 */
 #define BACKOFF_MIN_MS	50   /* first wait before connecting again */
 #define BACKOFF_MAX_MS	2000 /* longest wait */
-#define LIST_CHUNK	128  /* keys read per query by store_list */
 
 enum op_kind { OP_PUT, OP_DELETE, OP_RENAME, OP_SYNC, OP_PRUNE };
 
@@ -718,19 +717,13 @@ static int pg_stat(struct store *st, const char *region, const void *key,
 	return err;
 }
 
-/* One key of a listing chunk, copied out of the result. */
-struct list_item {
-	struct store_meta meta;
-	size_t klen;
-	char key[STORE_MAX_KEY];
-};
-
-static int list_fetch(struct pg_store *ps, const char *region, const char *from,
-		      size_t flen, size_t want, struct list_item *items,
-		      size_t *n)
+static int pg_list_page(struct store *st, const char *region, const void *from,
+			size_t flen, size_t want, struct store_list_item *items,
+			size_t *n)
 {
+	struct pg_store *ps = PS(st);
 	char lim[24];
-	const char *vals[3] = {region, from, lim};
+	const char *vals[3] = {region, (const char *)from, lim};
 	int lens[3] = {0, (int)flen, 0}, fmts[3] = {0, 1, 0};
 	PGresult *r;
 	int slot, err, i;
@@ -759,44 +752,6 @@ static int list_fetch(struct pg_store *ps, const char *region, const char *from,
 	}
 	reader_put(ps, slot);
 	return err;
-}
-
-static int pg_list(struct store *st, const char *region, const void *after,
-		   size_t alen, size_t max, store_list_fn fn, void *ctx)
-{
-	struct pg_store *ps = PS(st);
-	struct list_item *items;
-	char from[STORE_MAX_KEY];
-	size_t count = 0, flen, n, i, want;
-	int err = 0;
-
-	if (!region || !fn || (alen && !after) || alen > STORE_MAX_KEY)
-		return -EINVAL;
-	items = malloc(LIST_CHUNK * sizeof(*items));
-	if (!items)
-		return -ENOMEM;
-	flen = alen;
-	if (alen)
-		memcpy(from, after, alen);
-	while (count < max) {
-		want = max - count < LIST_CHUNK ? max - count : LIST_CHUNK;
-		err = list_fetch(ps, region, from, flen, want, items, &n);
-		if (err)
-			break;
-		for (i = 0; i < n; i++) {
-			count++;
-			if (fn(ctx, items[i].key, items[i].klen,
-			       &items[i].meta))
-				goto out;
-		}
-		if (n < want)
-			break;
-		flen = items[n - 1].klen;
-		memcpy(from, items[n - 1].key, flen);
-	}
-out:
-	free(items);
-	return err ? err : (int)(count > INT_MAX ? INT_MAX : count);
 }
 
 static int pg_region_usage(struct store *st, const char *region,
@@ -1830,26 +1785,6 @@ struct feed_page {
 	size_t len, cap;
 };
 
-static ssize_t page_append(struct feed_page *p, const char *b, size_t n)
-{
-	size_t need = p->len + n + 1, off = p->len, cap;
-	char *nb;
-
-	if (need > p->cap) {
-		cap = need > 2 * p->cap ? need : 2 * p->cap;
-		nb = realloc(p->buf, cap);
-		if (!nb)
-			return -1;
-		p->buf = nb;
-		p->cap = cap;
-	}
-	if (n)
-		memcpy(p->buf + off, b, n);
-	p->buf[off + n] = '\0';
-	p->len = need;
-	return (ssize_t)off;
-}
-
 /* The xmin of a snapshot's text form "xmin:xmax:xip,...". */
 static void snap_xmin(const char *snap, char *out, size_t n)
 {
@@ -1910,8 +1845,10 @@ static int feed_page_locked(struct pg_store *ps, const char *from,
 		row->seq = col_u64(r, i, 2);
 		row->all = PQgetisnull(r, i, 3) || PQgetisnull(r, i, 4);
 		row->own = col_i64(r, i, 5) != 0;
-		ro = page_append(p, PQgetvalue(r, i, 3), PQgetlength(r, i, 3));
-		ko = page_append(p, PQgetvalue(r, i, 4), PQgetlength(r, i, 4));
+		ro = store__append(&p->buf, &p->len, &p->cap,
+				   PQgetvalue(r, i, 3), PQgetlength(r, i, 3));
+		ko = store__append(&p->buf, &p->len, &p->cap,
+				   PQgetvalue(r, i, 4), PQgetlength(r, i, 4));
 		if (ro < 0 || ko < 0) {
 			err = -ENOMEM;
 			break;
@@ -2321,7 +2258,7 @@ static const struct store_ops pg_ops = {
 	.delete_version = pg_delete_version,
 	.rename = pg_rename,
 	.sync = pg_sync,
-	.list = pg_list,
+	.list_page = pg_list_page,
 	.region_usage = pg_region_usage,
 	.changes_head = pg_changes_head,
 	.changes = pg_changes,

@@ -90,7 +90,6 @@
 #include "store_sql.h"
 
 #define DEFAULT_BUSY_MS 5000	 /* store_options.busy_timeout_ms == 0 */
-#define LIST_CHUNK	128	 /* keys read per query by store_list */
 #define WRITER_CACHE_KB 16384	 /* page cache of the write connection */
 #define READER_CACHE_KB 2048	 /* page cache of each read connection */
 #define WAL_LIMIT_BYTES 67108864 /* WAL truncated to this after checkpoint */
@@ -820,26 +819,22 @@ static int sq_stat(struct store *st, const char *region, const void *key,
 	return err;
 }
 
-/* One key of a store_list() chunk, copied out of SQLite. */
-struct list_item {
-	struct store_meta meta;
-	size_t klen;
-	char key[STORE_MAX_KEY];
-};
-
 /*
  * Reads up to want keys after (from, flen) into items. SQL skips keys
  * that are no valid file name (an outside writer's), so each fits.
  */
-static int list_fetch(struct store *st, const char *region, const void *from,
-		      size_t flen, size_t want, struct list_item *items,
-		      size_t *n)
+static int sq_list_page(struct store *st, const char *region, const void *from,
+			size_t flen, size_t want, struct store_list_item *items,
+			size_t *n)
 {
 	struct rconn *rc;
 	sqlite3_stmt *s;
 	int err;
 
 	*n = 0;
+	err = store__lost(st);
+	if (err)
+		return err;
 	err = store__rstmt(st, R_LIST, &rc, &s);
 	if (err)
 		return err;
@@ -862,46 +857,6 @@ static int list_fetch(struct store *st, const char *region, const void *from,
 	return err == SQLITE_DONE ? 0
 				  : store__fail(st, rc->db, err, "list", region,
 						flen ? from : NULL, flen);
-}
-
-static int sq_list(struct store *st, const char *region, const void *after,
-		   size_t alen, size_t max, store_list_fn fn, void *ctx)
-{
-	struct list_item *items;
-	char from[STORE_MAX_KEY];
-	size_t count = 0, flen, n, i, want;
-	int err = 0;
-
-	if (!region || !fn || (alen && !after) || alen > STORE_MAX_KEY)
-		return -EINVAL;
-	err = store__lost(st);
-	if (err)
-		return err;
-	items = malloc(LIST_CHUNK * sizeof(*items));
-	if (!items)
-		return -ENOMEM;
-	flen = alen;
-	if (alen)
-		memcpy(from, after, alen);
-	while (count < max) {
-		want = max - count < LIST_CHUNK ? max - count : LIST_CHUNK;
-		err = list_fetch(st, region, from, flen, want, items, &n);
-		if (err)
-			break;
-		for (i = 0; i < n; i++) {
-			count++;
-			if (fn(ctx, items[i].key, items[i].klen,
-			       &items[i].meta))
-				goto out;
-		}
-		if (n < want)
-			break;
-		flen = items[n - 1].klen;
-		memcpy(from, items[n - 1].key, flen);
-	}
-out:
-	free(items);
-	return err ? err : (int)(count > INT_MAX ? INT_MAX : count);
 }
 
 static int sq_region_usage(struct store *st, const char *region,
@@ -1803,7 +1758,7 @@ const struct store_ops store__sqlite_ops = {
 	.delete_version = sq_delete_version,
 	.rename = sq_rename,
 	.sync = sq_sync,
-	.list = sq_list,
+	.list_page = sq_list_page,
 	.region_usage = sq_region_usage,
 	.changes_head = store__sq_changes_head,
 	.changes = store__sq_changes,

@@ -19,7 +19,18 @@
 #ifndef RFS_STORE_OPS_H
 #define RFS_STORE_OPS_H
 
+#include <sys/types.h>
+
 #include "store.h"
+
+/* One key of a store_list() page, copied out of the backend's result. */
+struct store_list_item {
+	struct store_meta meta;
+	size_t klen;
+	char key[STORE_MAX_KEY];
+};
+
+#define STORE_LIST_CHUNK 128 /* keys read per query by store_list() */
 
 struct store_ops {
 	const char *name; /* "sqlite", "postgresql" */
@@ -39,8 +50,14 @@ struct store_ops {
 	int (*rename)(struct store *st, const char *region, const void *from,
 		      size_t flen, const void *to, size_t tlen, unsigned flags);
 	int (*sync)(struct store *st);
-	int (*list)(struct store *st, const char *region, const void *after,
-		    size_t alen, size_t max, store_list_fn fn, void *ctx);
+	/*
+	 * One page of store_list(): up to want keys after (from, flen)
+	 * (flen 0: from the first) into items, in byte order; *n of them.
+	 * store_list() (dispatch.c) checks the arguments and pages.
+	 */
+	int (*list_page)(struct store *st, const char *region, const void *from,
+			 size_t flen, size_t want,
+			 struct store_list_item *items, size_t *n);
 	int (*region_usage)(struct store *st, const char *region,
 			    uint64_t *nkeys, uint64_t *bytes);
 	int (*changes_head)(struct store *st, uint64_t *cursor);
@@ -52,6 +69,13 @@ struct store_ops {
 	int (*changes_fd)(struct store *st);	/* NULL: -ENOTSUP */
 	int (*changes_drain)(struct store *st); /* NULL: 0 */
 };
+
+/*
+ * Appends n bytes of b and a NUL to the growing buffer (*buf, *len,
+ * *cap); returns the offset they start at, or -1 if out of memory.
+ */
+ssize_t store__append(char **buf, size_t *len, size_t *cap, const void *b,
+		      size_t n);
 
 /* The ops table of st: the first member of every backend's struct. */
 static inline const struct store_ops *store__ops(struct store *st)
