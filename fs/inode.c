@@ -1112,7 +1112,7 @@ static int write_in_locked(struct inode *n, bool readable, struct rfs_wopen *wo)
 {
 	ASSERT_NODE();
 	if (n->preaders) {
-		n->draining = true; /* see rfs_inode_open_write() */
+		n->draining = true; /* handle.c, enter_writer(): it waits */
 		return -ESTALE;
 	}
 	n->draining = false;

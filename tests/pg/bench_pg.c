@@ -35,6 +35,7 @@
 #include <libpq-fe.h>
 
 #include "store.h"
+#include "testlib.h"
 
 static int64_t now_ns(void)
 {
@@ -196,32 +197,14 @@ static int bench_writes(const char *conninfo, double secs, const char *list)
 
 /* ---- invalidation latency -------------------------------------------------- */
 
-static int write_file(const char *path, const char *v)
+/* Does the file at path hold exactly v? */
+static bool holds(const char *path, const char *v)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	ssize_t n;
+	char got[64];
+	size_t len;
 
-	if (fd < 0)
-		return -errno;
-	n = write(fd, v, strlen(v));
-	if (close(fd) || n != (ssize_t)strlen(v))
-		return -EIO;
-	return 0;
-}
-
-static int read_file(const char *path, char *buf, size_t n)
-{
-	int fd = open(path, O_RDONLY);
-	ssize_t got;
-
-	if (fd < 0)
-		return -errno;
-	got = read(fd, buf, n - 1);
-	close(fd);
-	if (got < 0)
-		return -EIO;
-	buf[got] = '\0';
-	return 0;
+	return tl_read_file(path, got, sizeof(got), &len) == 0 &&
+	       len == strlen(v) && memcmp(got, v, len) == 0;
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -233,16 +216,16 @@ static int cmp_i64(const void *a, const void *b)
 
 static int bench_latency(const char *a, const char *b, int rounds)
 {
-	char pa[4096], pb[4096], v[64], got[64];
+	char pa[4096], pb[4096], v[64];
 	int64_t *lat = calloc(rounds, sizeof(*lat)), t0, deadline;
 	int i;
 
 	snprintf(pa, sizeof(pa), "%s/k", a);
 	snprintf(pb, sizeof(pb), "%s/k", b);
-	if (write_file(pa, "v0") || !lat)
+	if (tl_write_file(pa, "v0", 2) || !lat)
 		return 1;
 	deadline = now_ns() + 10000000000LL;
-	while (read_file(pb, got, sizeof(got)) || strcmp(got, "v0")) {
+	while (!holds(pb, "v0")) {
 		if (now_ns() > deadline)
 			return fprintf(stderr, "b never showed v0\n"), 1;
 	}
@@ -250,13 +233,12 @@ static int bench_latency(const char *a, const char *b, int rounds)
 	for (i = 0; i < rounds; i++) {
 		usleep(rand() % 20000); /* no lockstep with the 250 ms replay */
 		snprintf(v, sizeof(v), "v%d", i + 1);
-		if (write_file(pa, v))
+		if (tl_write_file(pa, v, strlen(v)))
 			return fprintf(stderr, "write failed\n"), 1;
 		t0 = now_ns();
 		deadline = t0 + 10000000000LL;
 		for (;;) {
-			if (read_file(pb, got, sizeof(got)) == 0 &&
-			    !strcmp(got, v))
+			if (holds(pb, v))
 				break;
 			if (now_ns() > deadline)
 				return fprintf(stderr, "round %d: b stuck\n",
