@@ -26,6 +26,7 @@
  *   6  daemon.c  the roof: the background thread (sweeps, change-feed
  *                pruning, regions.ini reloads), starting and stopping the
  *                feed, systemd notification
+ *      loop.c    the session loop: a fixed pool of worker threads
  *   7  main.c    command line, startup checks, daemonizing, the session
  *                loop and the orderly shutdown
  * Everything but main.c is the static library libregionfs-fs, which the
@@ -244,6 +245,16 @@ void rfs_signals_restore(const sigset_t *old);
  */
 int rfs_thread_spawn(pthread_t *t, void *(*fn)(void *), void *arg,
 		     const char *name);
+
+/* ---- loop.c: the session loop -------------------------------------------- */
+
+/*
+ * Serves se until the session exits: cmd->max_threads worker threads, all
+ * started at once and kept to the end (each with its store read
+ * connection open: store_thread_prepare); libfuse's own loops for -s and
+ * -o clone_fd. 0 or -errno. Call with rfs.st open, after rfs_bg_start().
+ */
+int rfs_loop_run(struct fuse_session *se, const struct fuse_cmdline_opts *cmd);
 
 /* ---- daemon.c: the roof -------------------------------------------------- */
 

@@ -648,26 +648,6 @@ static void test_hooks(void)
 #endif
 }
 
-static int run_loop(struct fuse_session *se,
-		    const struct fuse_cmdline_opts *cmd)
-{
-	struct fuse_loop_config *lc;
-	int rc;
-
-	if (cmd->singlethread)
-		return fuse_session_loop(se);
-	lc = fuse_loop_cfg_create();
-	if (!lc)
-		return -ENOMEM;
-	fuse_loop_cfg_set_clone_fd(lc, cmd->clone_fd);
-	if (cmd->max_idle_threads != UINT_MAX) /* UINT_MAX: the default */
-		fuse_loop_cfg_set_idle_threads(lc, cmd->max_idle_threads);
-	fuse_loop_cfg_set_max_threads(lc, cmd->max_threads);
-	rc = fuse_session_loop_mt(se, lc);
-	fuse_loop_cfg_destroy(lc);
-	return rc;
-}
-
 /* After the mount: detach, open the store for good, serve. */
 static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *cmd)
 {
@@ -695,7 +675,7 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *cmd)
 		rfs.db_path, cmd->mountpoint, t->n, rfs.config_path);
 	rfs_table_unref(t);
 	rfs_sd_notify("READY=1");
-	rc = run_loop(se, cmd);
+	rc = rfs_loop_run(se, cmd);
 	rfs_loop_done();
 	rfs_sd_notify("STOPPING=1");
 	/* rc > 0: the signal that ended the loop; that is a clean stop */

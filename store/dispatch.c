@@ -327,6 +327,13 @@ bool store_file_lost(struct store *st)
 	return ops->file_lost ? ops->file_lost(st) : false;
 }
 
+int store_thread_prepare(struct store *st)
+{
+	const struct store_ops *ops = store__ops(st);
+
+	return ops->thread_prepare ? ops->thread_prepare(st) : 0;
+}
+
 ssize_t store__append(char **buf, size_t *len, size_t *cap, const void *b,
 		      size_t n)
 {

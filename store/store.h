@@ -339,4 +339,14 @@ const char *store_err_kind_name(enum store_err_kind kind);
  */
 bool store_file_lost(struct store *st);
 
+/*
+ * Opens now whatever the calling thread reads through (SQLite: its own
+ * read connection, 2 fds and a page cache), instead of at its first read,
+ * so that a fixed pool of threads holds all of its resources from its
+ * start (fs/loop.c). PostgreSQL: nothing (its connections are a pool of
+ * their own). 0 or -errno; a failure is no harm: the first read tries
+ * again.
+ */
+int store_thread_prepare(struct store *st);
+
 #endif /* RFS_STORE_H */

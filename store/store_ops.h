@@ -68,6 +68,9 @@ struct store_ops {
 	bool (*file_lost)(struct store *st);	/* NULL: never */
 	int (*changes_fd)(struct store *st);	/* NULL: -ENOTSUP */
 	int (*changes_drain)(struct store *st); /* NULL: 0 */
+
+	/* store_thread_prepare(); NULL: nothing to prepare */
+	int (*thread_prepare)(struct store *st);
 };
 
 /*
