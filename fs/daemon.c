@@ -339,6 +339,33 @@ static void drain(int fd)
 		;
 }
 
+#ifdef __GLIBC__
+/*
+ * malloc_trim(0), timed: it walks every arena's free chunks with the
+ * arena locked, so a worker that allocates meanwhile waits for it; the
+ * stats show how long it takes (malloc_trim_last_us, _max_us), and a
+ * trim of TRIM_SLOW_US or more is logged.
+ */
+#define TRIM_SLOW_US 100000
+
+static void trim(void)
+{
+	uint64_t t0 = rfs_mono_ns(), us, max;
+
+	malloc_trim(0);
+	us = (rfs_mono_ns() - t0) / 1000;
+	atomic_store(&rfs.trim_last_us, us);
+	atomic_fetch_add(&rfs.trim_total_us, us);
+	atomic_fetch_add(&rfs.trims, 1);
+	max = atomic_load(&rfs.trim_max_us); /* only this thread writes it */
+	if (us > max)
+		atomic_store(&rfs.trim_max_us, us);
+	if (us >= TRIM_SLOW_US)
+		rfs_log(RFS_LOG_WARNING, "malloc_trim(0) took %llu ms",
+			(unsigned long long)(us / 1000));
+}
+#endif
+
 /* One pass of periodic work; returns the poll timeout until the next. */
 static int bg_work(uint64_t *next_tick, uint64_t *next_prune,
 		   uint64_t *reload_at, bool exiting)
@@ -370,7 +397,7 @@ static int bg_work(uint64_t *next_tick, uint64_t *next_prune,
 		 * Measured (tests/soak): without it RSS kept creeping by
 		 * 1-4 MiB in 15 minutes while the memory in use stayed flat.
 		 */
-		malloc_trim(0);
+		trim();
 #endif
 	}
 	timeout = (int)(*next_tick - now);

@@ -192,6 +192,12 @@ struct rfs {
 	atomic_ulong reloads;		 /* successful reloads */
 	atomic_ulong reload_failures;	 /* refused reloads */
 	atomic_ulong cache_rebuilds;	 /* regions a reload recreated */
+
+	/* malloc_trim(0) on the background thread (daemon.c), microseconds */
+	atomic_ulong trims;	   /* calls so far */
+	atomic_ulong trim_last_us; /* the last one took */
+	atomic_ulong trim_max_us;  /* the longest */
+	atomic_ulong trim_total_us;
 };
 
 extern struct rfs rfs;

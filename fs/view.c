@@ -23,6 +23,10 @@ void rfs_counters_sum(struct rfs_counters *out)
 	out->config_reloads = atomic_load(&rfs.reloads);
 	out->config_failures = atomic_load(&rfs.reload_failures);
 	out->config_cache_rebuilds = atomic_load(&rfs.cache_rebuilds);
+	out->malloc_trims = atomic_load(&rfs.trims);
+	out->malloc_trim_last_us = atomic_load(&rfs.trim_last_us);
+	out->malloc_trim_max_us = atomic_load(&rfs.trim_max_us);
+	out->malloc_trim_us = atomic_load(&rfs.trim_total_us);
 	rfs_feed_counters(&out->feed_changes, &out->feed_lag_ms);
 	out->feed_poll_age_ms = rfs_feed_poll_age_ms();
 	rfs_mem_counters(out);

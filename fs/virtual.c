@@ -666,12 +666,16 @@ static void prom_daemon(struct outbuf *o, const struct rfs_view *v)
 			const char *type =
 				f->type == RFS_GAUGE ? "gauge" : "counter";
 
-			if ((f->unit == RFS_UNIT_MS) != ms)
+			if ((f->unit != RFS_UNIT_COUNT) != ms)
 				continue;
 			prom_family(o, f->prom, type, f->help);
-			if (ms)
+			if (f->unit == RFS_UNIT_MS)
 				out_printf(o, "%s %" PRIu64 ".%03" PRIu64 "\n",
 					   f->prom, val / 1000u, val % 1000u);
+			else if (f->unit == RFS_UNIT_US)
+				out_printf(o, "%s %" PRIu64 ".%06" PRIu64 "\n",
+					   f->prom, val / 1000000u,
+					   val % 1000000u);
 			else
 				out_printf(o, "%s %" PRIu64 "\n", f->prom, val);
 		}

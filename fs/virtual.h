@@ -35,8 +35,9 @@
  *   ID     the enum rfs_ctr index of a SLOT number, else NONE
  *   field  the field of struct rfs_counters (uint64_t)
  *   type   RFS_COUNTER or RFS_GAUGE
- *   unit   RFS_UNIT_COUNT, or RFS_UNIT_MS (milliseconds: metrics.prom
+ *   unit   RFS_UNIT_COUNT, RFS_UNIT_MS (milliseconds: metrics.prom
  *          shows seconds with three decimals, after the other families)
+ *          or RFS_UNIT_US (microseconds: seconds with six decimals)
  *   line   its line in the global stats file
  *   prom   its metrics.prom family
  *   help   the family's HELP text
@@ -96,6 +97,18 @@
 	  RFS_UNIT_COUNT, "config_cache_rebuilds",                             \
 	  "regionfs_config_cache_rebuilds_total",                              \
 	  "Region caches a reload recreated cold (logged with the reason).")   \
+	X(RFS_SRC_OTHER, NONE, malloc_trims, RFS_COUNTER, RFS_UNIT_COUNT,      \
+	  "malloc_trims", "regionfs_malloc_trims_total",                       \
+	  "Calls of malloc_trim(0) (once a minute).")                          \
+	X(RFS_SRC_OTHER, NONE, malloc_trim_last_us, RFS_GAUGE, RFS_UNIT_US,    \
+	  "malloc_trim_last_us", "regionfs_malloc_trim_last_seconds",          \
+	  "Time the last malloc_trim(0) took.")                                \
+	X(RFS_SRC_OTHER, NONE, malloc_trim_max_us, RFS_GAUGE, RFS_UNIT_US,     \
+	  "malloc_trim_max_us", "regionfs_malloc_trim_max_seconds",            \
+	  "Longest time a malloc_trim(0) took since the mount.")               \
+	X(RFS_SRC_OTHER, NONE, malloc_trim_us, RFS_COUNTER, RFS_UNIT_US,       \
+	  "malloc_trim_us", "regionfs_malloc_trim_seconds_total",              \
+	  "Time spent in malloc_trim(0) since the mount.")                     \
 	X(RFS_SRC_OTHER, NONE, mem_values_bytes, RFS_GAUGE, RFS_UNIT_COUNT,    \
 	  "memory_values_bytes", "regionfs_memory_values_bytes",               \
 	  "Bytes of all values in memory: cached, or pinned by open files.")   \
@@ -122,6 +135,7 @@ enum rfs_counter_type {
 enum rfs_counter_unit {
 	RFS_UNIT_COUNT,
 	RFS_UNIT_MS,
+	RFS_UNIT_US,
 };
 
 /* The daemon's own counters and gauges, summed at snapshot time. */

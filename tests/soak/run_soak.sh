@@ -201,7 +201,9 @@ END {
 case $summary in
 FEW*) rfs_fail "too few samples (warm-up, after): ${summary#FEW }" ;;
 esac
-echo "soak: $SECS s, warm-up $WARM s, daemon samples:"
+echo "soak: $SECS s, warm-up $WARM s, daemon stats at the end:"
+grep -E '^(malloc_trim|memory_)' "$RFS_MNT/.regionfs/stats" | sed 's/^/  /'
+echo "daemon samples:"
 echo "$summary" | grep -v '^VERDICT'
 verdict=$(echo "$summary" | sed -n 's/^VERDICT //p')
 [ "$verdict" = ok ] || rfs_fail "after the warm-up:$verdict"
