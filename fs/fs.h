@@ -9,6 +9,7 @@
  *                (swapped whole by a reload) and its swap gate, the
  *                striped counters, per-thread slots, the monotonic clock,
  *                thread spawning
+ *      pinned.c  the bytes of the values open files hold
  *   2  inode.c   inode numbers, lookup counts, what the kernel may cache
  *   2b kinval.c  the queue and thread that tell the kernel which cached
  *                key names changed (calls inode.c and state.c only)
@@ -251,6 +252,26 @@ void rfs_signals_restore(const sigset_t *old);
  */
 int rfs_thread_spawn(pthread_t *t, void *(*fn)(void *), void *arg,
 		     const char *name);
+
+/* ---- pinned.c: values open files hold ------------------------------------ */
+
+/*
+ * One read handle's pin on its value (embedded in struct rfs_rhandle;
+ * zeroed: not pinned). The fields are pinned.c's, under its bucket lock.
+ */
+struct rfs_pin {
+	const struct region_value *v;	       /* NULL: not pinned */
+	struct rfs_pin *next;		       /* bucket list (heads only) */
+	struct rfs_pin *ring_prev, *ring_next; /* the other pins of v */
+	bool head;			       /* on the bucket list */
+};
+
+/* Pins v for p (p->v NULL before): counted once per distinct value. */
+void rfs_pin_add(struct rfs_pin *p, const struct region_value *v);
+/* Unpins p, if pinned. */
+void rfs_pin_del(struct rfs_pin *p);
+/* Bytes (value data) and number of the distinct values pinned now. */
+void rfs_pin_counters(uint64_t *bytes, uint64_t *values);
 
 /* ---- loop.c: the session loop -------------------------------------------- */
 
@@ -672,6 +693,7 @@ struct rfs_rhandle {
 	struct region_value *v; /* one reference */
 	fuse_ino_t ino;		/* immutable */
 	bool pcache;		/* immutable: keep_cache, not direct_io */
+	struct rfs_pin pin;	/* v, counted in memory_pinned_bytes */
 };
 
 /* One directory listing in progress (region directories). */

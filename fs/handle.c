@@ -152,6 +152,7 @@ void rfs_mem_counters(struct rfs_counters *out)
 {
 	out->mem_values_bytes = region_values_bytes();
 	out->mem_wbuf_bytes = atomic_load(&wbuf_bytes);
+	rfs_pin_counters(&out->mem_pinned_bytes, &out->mem_pinned_values);
 	out->mem_limit_bytes = rfs.max_memory;
 	out->mem_refusals = atomic_load(&mem_refusals);
 }
@@ -173,6 +174,7 @@ static void destroy(struct rfs_handle *h)
 	case RFS_H_READ:
 		if (h->u.r.v) /* counted by rfs_inode_open_read() */
 			rfs_inode_close_read(h->u.r.ino, h->u.r.pcache);
+		rfs_pin_del(&h->u.r.pin);
 		region_value_unref(h->u.r.v);
 		break;
 	case RFS_H_VIRTUAL:
@@ -353,6 +355,8 @@ int rfs_rhandle_open(struct rfs_region *rr, fuse_ino_t ino,
 	if (h) {
 		h->u.r.ino = ino;
 		rc = rfs_inode_open_read(ino, v, &h->u.r.v, &h->u.r.pcache);
+		if (rc == 0)
+			rfs_pin_add(&h->u.r.pin, h->u.r.v);
 	}
 	region_value_unref(v);
 	if (rc) {

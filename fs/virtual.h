@@ -112,6 +112,13 @@
 	X(RFS_SRC_OTHER, NONE, mem_values_bytes, RFS_GAUGE, RFS_UNIT_COUNT,    \
 	  "memory_values_bytes", "regionfs_memory_values_bytes",               \
 	  "Bytes of all values in memory: cached, or pinned by open files.")   \
+	X(RFS_SRC_OTHER, NONE, mem_pinned_bytes, RFS_GAUGE, RFS_UNIT_COUNT,    \
+	  "memory_pinned_bytes", "regionfs_memory_pinned_bytes",               \
+	  "Bytes of the values files open for reading hold, each value once "  \
+	  "(cached or not).")                                                  \
+	X(RFS_SRC_OTHER, NONE, mem_pinned_values, RFS_GAUGE, RFS_UNIT_COUNT,   \
+	  "memory_pinned_values", "regionfs_memory_pinned_values",             \
+	  "Distinct values files open for reading hold.")                      \
 	X(RFS_SRC_OTHER, NONE, mem_wbuf_bytes, RFS_GAUGE, RFS_UNIT_COUNT,      \
 	  "memory_write_buffer_bytes", "regionfs_memory_write_buffer_bytes",   \
 	  "Bytes of the write buffers of files open for writing.")             \

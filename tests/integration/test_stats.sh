@@ -204,6 +204,56 @@ grep -q '^regionfs_load_seconds_total{region="main"} [0-9.]*$' \
 grep -q 'k1' "$RFS_TMP/metrics.prom" && rfs_fail "a key name leaked into metrics"
 rfs_ok "metrics.prom passes promtool check metrics silently"
 
+# ---- memory that open files hold ------------------------------------------------
+
+# wait_stat NAME VALUE: until the stats line NAME is VALUE (a RELEASE
+# reaches the daemon after close() has returned), at most 10 s.
+wait_stat()
+{
+	local i v
+
+	for ((i = 0; i < 200; i++)); do
+		rfs_stat v "$V/stats" "$1"
+		[ "$v" = "$2" ] && return 0
+		sleep 0.05
+	done
+	rfs_fail "$1 is $v, not $2"
+}
+
+wait_stat memory_pinned_bytes 0
+wait_stat memory_pinned_values 0
+head -c 1000 /dev/urandom >"$M/main/p1" || rfs_fail "write main/p1"
+head -c 3000 /dev/urandom >"$M/main/p2" || rfs_fail "write main/p2"
+exec 6<"$M/main/p1" 7<"$M/main/p1" 8<"$M/main/p1" 9<"$M/main/p2"
+rfs_stat pb "$V/stats" memory_pinned_bytes
+rfs_stat pv "$V/stats" memory_pinned_values
+[ "$pb" = 4000 ] && [ "$pv" = 2 ] ||
+	rfs_fail "p1 open 3 times and p2 once pin $pb bytes in $pv values, not 4000 in 2"
+grep -qx 'regionfs_memory_pinned_bytes 4000' "$V/metrics.prom" ||
+	rfs_fail "metrics.prom: regionfs_memory_pinned_bytes is not 4000"
+head -c 2000 /dev/urandom >"$M/main/p1" || rfs_fail "overwrite main/p1"
+exec 5<"$M/main/p1"
+rfs_stat pb "$V/stats" memory_pinned_bytes
+[ "$pb" = 6000 ] || rfs_fail "the old and the new p1 and p2 pin $pb bytes, not 6000"
+exec 6<&- 7<&- 8<&-
+wait_stat memory_pinned_bytes 5000
+exec 5<&- 9<&-
+wait_stat memory_pinned_bytes 0
+wait_stat memory_pinned_values 0
+rfs_ok "memory_pinned_bytes: each value open files hold, once (4000, 6000 over an overwrite, 0 after the closes)"
+
+wait_stat memory_write_buffer_bytes 0
+exec 5>"$M/main/w1"
+head -c 5000 /dev/zero >&5 || rfs_fail "write main/w1"
+rfs_stat wb "$V/stats" memory_write_buffer_bytes
+[ "$wb" -ge 5000 ] || rfs_fail "a file open with 5000 bytes written has $wb write-buffer bytes"
+rfs_stat pb "$V/stats" memory_pinned_bytes
+[ "$pb" = 0 ] || rfs_fail "a file open for writing pins $pb bytes of values"
+exec 5>&-
+wait_stat memory_write_buffer_bytes 0
+[ "$(stat -c %s "$M/main/w1")" = 5000 ] || rfs_fail "main/w1 was not committed"
+rfs_ok "memory_write_buffer_bytes: $wb while 5000 bytes are written and open, 0 after the close"
+
 # ---- a reload that recreates a cache is counted and logged --------------------
 
 rfs_stat gen0 "$V/config" generation
