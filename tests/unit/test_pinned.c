@@ -153,9 +153,8 @@ static void test_threads_leave_nothing_pinned(void **state)
 
 	(void)state;
 	for (uintptr_t i = 0; i < 4; i++)
-		assert_int_equal(pthread_create(&t[i], NULL, churn,
-						(void *)(i + 1)),
-				 0);
+		assert_int_equal(
+			pthread_create(&t[i], NULL, churn, (void *)(i + 1)), 0);
 	for (int i = 0; i < 4; i++)
 		pthread_join(t[i], NULL);
 	check(n);
@@ -164,8 +163,7 @@ static void test_threads_leave_nothing_pinned(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(
-			test_a_value_counts_once_whoever_leaves_first),
+		cmocka_unit_test(test_a_value_counts_once_whoever_leaves_first),
 		cmocka_unit_test(test_random_pins_match_the_model),
 		cmocka_unit_test(test_threads_leave_nothing_pinned),
 	};
