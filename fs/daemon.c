@@ -14,7 +14,8 @@
  *
  * The background thread wakes every 100 ms: region_sweep() with a bounded
  * budget on every region (expired entries and the excess left by a
- * shrink; the sweep resumes where it stopped), store_changes_prune() every
+ * shrink; the sweep resumes where it stopped), a step of carrying the
+ * entries of caches a reload recreated into the new ones (carry.c), store_changes_prune() every
  * minute (feed rows older than FEED_MAX_AGE_MS; the only place that
  * prunes; with it malloc_trim()), and a pending reload. It also ends the session on
  * SIGTERM/SIGINT (see handle_exit()). The change feed itself is read by
@@ -153,6 +154,7 @@ int rfs_reload_apply(struct config *c)
 	}
 	rfs_log(RFS_LOG_NOTICE, "reloaded %s: generation %llu, %zu regions",
 		rfs.config_path, (unsigned long long)gen, c->nregions);
+	rfs_carry_start(old, t); /* recreated caches: carry.c */
 	rfs_table_unref(old);
 	rfs_table_unref(t);
 	return 0;
@@ -379,6 +381,8 @@ static int bg_work(uint64_t *next_tick, uint64_t *next_prune,
 	}
 	if (now >= *next_tick) {
 		sweep_all();
+		if (!exiting)
+			rfs_carry_step();
 		*next_tick = now + TICK_MS;
 	}
 	if (now >= *next_prune) {
@@ -515,6 +519,7 @@ void rfs_bg_stop(void)
 	}
 	pthread_join(bg.thread, NULL);
 	bg.running = false;
+	rfs_carry_stop();
 	/* a loader stuck in a read keeps its fds: it may still use them */
 	if (rfs_cfgload_stop() && bg.ifd >= 0)
 		close(bg.ifd);

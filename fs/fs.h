@@ -24,6 +24,8 @@
  *      view.c    the snapshot the .regionfs/ files are rendered from
  *      virtual.c renders those files (see virtual.h; calls nothing here)
  *   5  ops.c     the FUSE low-level operations
+ *      carry.c   a cache a reload recreated takes over the old one's
+ *                entries, in the background (daemon.c runs it)
  *   6  daemon.c  the roof: the background thread (sweeps, change-feed
  *                pruning, regions.ini reloads), starting and stopping the
  *                feed, systemd notification
@@ -114,6 +116,13 @@ struct rfs_region {
 	atomic_ulong refs;	  /* the table, requests, handles */
 	struct region *r;	  /* one engine reference held */
 	struct config_region cfg; /* copy of the effective settings */
+	/*
+	 * The counters (REGION_SRC_SLOT and _DERIVED, sketch_resets) of the
+	 * caches a reload recreated this one from, up to the swap: the
+	 * stats show them added to r's, so they never restart from 0.
+	 * Immutable after the table is built.
+	 */
+	struct region_stats carried;
 };
 
 /*
@@ -216,6 +225,12 @@ void rfs_state_fini(void);
  * *old gets the previous table (a reference). On error writes a message
  * into err and changes nothing.
  */
+/*
+ * Can a recreated region's cache take over the entries of its old one?
+ * Not when either has ttl or tti: an entry's age would restart.
+ */
+bool rfs_carry_possible(const struct config_region *from,
+			const struct config_region *to);
 int rfs_state_replace(const struct config *c, struct rfs_table **old, char *err,
 		      size_t errlen);
 
@@ -272,6 +287,22 @@ void rfs_pin_add(struct rfs_pin *p, const struct region_value *v);
 void rfs_pin_del(struct rfs_pin *p);
 /* Bytes (value data) and number of the distinct values pinned now. */
 void rfs_pin_counters(uint64_t *bytes, uint64_t *values);
+
+/* ---- carry.c: a recreated cache takes over the old one's entries --------- */
+
+/*
+ * After a reload swapped table t in for old: a job for each region t
+ * recreated (rfs_carry_possible()), which carries the old cache's entries
+ * into the new one in bounded steps. The background thread only, as for
+ * the two below.
+ */
+void rfs_carry_start(const struct rfs_table *old, const struct rfs_table *t);
+/* One bounded step of every job; true while work remains. */
+bool rfs_carry_step(void);
+/* Drops every job, done or not (shutdown). */
+void rfs_carry_stop(void);
+/* Entries carried over so far (stats: config_cache_carried). */
+uint64_t rfs_carry_count(void);
 
 /* ---- loop.c: the session loop -------------------------------------------- */
 
@@ -772,6 +803,13 @@ unsigned rfs_handles_writers(void);
  */
 int rfs_fetch(struct rfs_region *rr, const char *key, size_t klen,
 	      struct region_value **out);
+/*
+ * The second half of rfs_fetch(): loads (rr, key) from the store and
+ * completes fl, the caller's flight from region_get() on rr->r, with it
+ * (or with the load's error). Same results as rfs_fetch().
+ */
+int rfs_flight_load(struct rfs_region *rr, struct region_flight *fl,
+		    const char *key, size_t klen, struct region_value **out);
 #ifdef RFS_TEST_HOOKS
 /*
  * Test builds only (regionfs-testhooks): every cache-miss load sleeps this

@@ -309,15 +309,23 @@ int rfs_fetch(struct rfs_region *rr, const char *key, size_t klen,
 	      struct region_value **out)
 {
 	struct region_flight *fl;
-	struct region_value *v = NULL;
-	struct store_meta meta;
-	void *data = NULL;
 	int rc;
 
 	rc = region_get(rr->r, key, klen, out, &fl);
 	if (rc != REGION_LOAD)
 		return rc;
 	/* a miss: the flight is ours; load without holding anything */
+	return rfs_flight_load(rr, fl, key, klen, out);
+}
+
+int rfs_flight_load(struct rfs_region *rr, struct region_flight *fl,
+		    const char *key, size_t klen, struct region_value **out)
+{
+	struct region_value *v = NULL;
+	struct store_meta meta;
+	void *data = NULL;
+	int rc;
+
 	rc = store_load(rfs.st, rr->cfg.name, key, klen, &data, &meta);
 #ifdef RFS_TEST_HOOKS
 	if (rfs_test_load_delay_us)

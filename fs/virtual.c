@@ -194,6 +194,8 @@ static void sample_region(const struct rfs_view *v, size_t i, struct rsnap *out)
 	memset(out, 0, sizeof(*out));
 	if (rv->region) {
 		region_stats(rv->region, &out->s);
+		if (rv->carried)
+			rfs_region_counters_add(&out->s, rv->carried);
 		region_limits_get(rv->region, &out->lim);
 		name = region_name(rv->region);
 	} else if (rv->cfg) {

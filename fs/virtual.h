@@ -96,7 +96,11 @@
 	X(RFS_SRC_OTHER, NONE, config_cache_rebuilds, RFS_COUNTER,             \
 	  RFS_UNIT_COUNT, "config_cache_rebuilds",                             \
 	  "regionfs_config_cache_rebuilds_total",                              \
-	  "Region caches a reload recreated cold (logged with the reason).")   \
+	  "Region caches a reload recreated (logged with the reason).")        \
+	X(RFS_SRC_OTHER, NONE, config_cache_carried, RFS_COUNTER,              \
+	  RFS_UNIT_COUNT, "config_cache_carried",                              \
+	  "regionfs_config_cache_carried_total",                               \
+	  "Cached entries carried over into caches a reload recreated.")       \
 	X(RFS_SRC_OTHER, NONE, malloc_trims, RFS_COUNTER, RFS_UNIT_COUNT,      \
 	  "malloc_trims", "regionfs_malloc_trims_total",                       \
 	  "Calls of malloc_trim(0) (once a minute).")                          \
@@ -155,7 +159,24 @@ struct rfs_counters {
 struct rfs_region_view {
 	const struct config_region *cfg; /* effective settings */
 	struct region *region;		 /* the live cache */
+	/* counters of the caches a reload replaced (added); may be NULL */
+	const struct region_stats *carried;
 };
+
+/*
+ * Adds b's counters (REGION_SRC_SLOT and _DERIVED, and sketch_resets) to
+ * a's; the gauges stay a's.
+ */
+static inline void rfs_region_counters_add(struct region_stats *a,
+					   const struct region_stats *b)
+{
+#define RFS_ADD_COUNTER(src, id, field, ...)                                   \
+	if (src == REGION_SRC_SLOT || src == REGION_SRC_DERIVED)               \
+		a->field += b->field;
+	REGION_STATS(RFS_ADD_COUNTER)
+#undef RFS_ADD_COUNTER
+	a->sketch_resets += b->sketch_resets;
+}
 
 /* Everything the renderers may show. Borrowed for the call. */
 struct rfs_view {

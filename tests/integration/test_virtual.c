@@ -254,6 +254,7 @@ static const char *const global_lines[] = {
 	"config_reloads",
 	"config_failures",
 	"config_cache_rebuilds",
+	"config_cache_carried",
 	"malloc_trims",
 	"malloc_trim_last_us",
 	"malloc_trim_max_us",
