@@ -440,6 +440,7 @@ static int region_for(const struct config_region *cr,
 {
 	const char *why;
 	struct region_stats st, now;
+	bool carry;
 	int rc;
 
 	*applied = false;
@@ -467,24 +468,18 @@ static int region_for(const struct config_region *cr,
 	region_stats(old->r, &st);
 	region_stats(*out, &now);
 	rfs_region_counters_add(carried, &st);
-	if (rfs_carry_possible(&old->cfg, cr))
-		rfs_log(RFS_LOG_NOTICE,
-			"region %s: cache recreated at the reload (%s): its "
-			"%llu cached entries are carried over in the "
-			"background, counters kept, %llu stripes now (were "
-			"%llu)",
-			cr->name, why, (unsigned long long)st.entries,
-			(unsigned long long)now.nstripes,
-			(unsigned long long)st.nstripes);
-	else
-		rfs_log(RFS_LOG_NOTICE,
-			"region %s: cache recreated cold at the reload (%s): "
-			"%llu cached entries dropped (with ttl or tti set, an "
-			"entry's age cannot come over), counters kept, %llu "
-			"stripes now (were %llu)",
-			cr->name, why, (unsigned long long)st.entries,
-			(unsigned long long)now.nstripes,
-			(unsigned long long)st.nstripes);
+	carry = rfs_carry_possible(&old->cfg, cr);
+	rfs_log(RFS_LOG_NOTICE,
+		"region %s: cache recreated%s at the reload (%s): %s%llu "
+		"cached entries %s, counters kept, %llu stripes now (were "
+		"%llu)",
+		cr->name, carry ? "" : " cold", why, carry ? "its " : "",
+		(unsigned long long)st.entries,
+		carry ? "are carried over in the background"
+		      : "dropped (with ttl or tti set, an entry's age cannot "
+			"come over)",
+		(unsigned long long)now.nstripes,
+		(unsigned long long)st.nstripes);
 	atomic_fetch_add(&rfs.cache_rebuilds, 1);
 	return 0;
 }
