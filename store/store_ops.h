@@ -68,6 +68,8 @@ struct store_ops {
 	bool (*file_lost)(struct store *st);	/* NULL: never */
 	int (*changes_fd)(struct store *st);	/* NULL: -ENOTSUP */
 	int (*changes_drain)(struct store *st); /* NULL: 0 */
+	bool (*hits_ok)(struct store *st);	/* NULL: true */
+	int (*wait_applied)(struct store *st);	/* NULL: 0 */
 };
 
 /*
