@@ -1886,15 +1886,82 @@ static int pg_changes_head(struct store *st, uint64_t *cursor)
  */
 #define LEASE_MARGIN_MS(l) ((l) / 10 > 1000 ? (l) / 10 : 1000)
 
+/*
+ * The lease statement and, with ack, the acknowledgement's notification
+ * in a transaction of its own (a full NOTIFY queue must never fail the
+ * renewal), sent at once (pipeline mode, a sync after each): one round
+ * trip. Returns the lease's result, or NULL (reported; the connection
+ * dropped if it broke).
+ */
+static PGresult *lease_send(struct pg_store *ps, const char *const *vals,
+			    bool ack)
+{
+	static const int idx[2] = {PQ_LEASE, PQ_ACK_BELL};
+	const char *bv[1] = {ps->origin};
+	PGconn *c = ps->f.c;
+	PGresult *r, *lease = NULL, *bad = NULL;
+	int syncs = 0, want = ack ? 2 : 1, i;
+	bool ok;
+
+	for (i = 0; i < 2; i++) {
+		if (ps->f.prepared & (1u << idx[i]))
+			continue;
+		r = PQprepare(c, pg_stmts[idx[i]].name, pg_stmts[idx[i]].sql,
+			      pg_stmts[idx[i]].nparams, NULL);
+		if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
+			fail(ps, &ps->f, r, "lease", NULL, NULL, 0);
+			return NULL;
+		}
+		PQclear(r);
+		ps->f.prepared |= 1u << idx[i];
+	}
+	ok = PQenterPipelineMode(c) &&
+	     PQsendQueryPrepared(c, pg_stmts[PQ_LEASE].name, 5, vals, NULL,
+				 NULL, 1) &&
+	     PQpipelineSync(c);
+	if (ok && ack)
+		ok = PQsendQueryPrepared(c, pg_stmts[PQ_ACK_BELL].name, 1, bv,
+					 NULL, NULL, 1) &&
+		     PQpipelineSync(c);
+	while (ok && syncs < want) {
+		r = PQgetResult(c);
+		if (!r) { /* between two queries' results, or broken */
+			ok = PQstatus(c) == CONNECTION_OK;
+			continue;
+		}
+		if (PQresultStatus(r) == PGRES_PIPELINE_SYNC)
+			syncs++;
+		else if (syncs == 0 && PQresultStatus(r) == PGRES_TUPLES_OK &&
+			 !lease)
+			lease = r, r = NULL;
+		else if (syncs == 0 && !bad &&
+			 PQresultStatus(r) != PGRES_TUPLES_OK)
+			bad = r, r = NULL; /* the lease failed */
+		PQclear(r);		   /* a failed notification: ignored */
+	}
+	if (ok)
+		PQexitPipelineMode(c);
+	if (ok && lease) {
+		PQclear(bad);
+		return lease;
+	}
+	PQclear(lease);
+	fail(ps, &ps->f, bad, "lease", NULL, NULL, 0);
+	if (!ok && ps->f.c) { /* broken while sending or reading */
+		PQfinish(ps->f.c);
+		ps->f.c = NULL;
+		ps->f.prepared = 0;
+	}
+	return NULL;
+}
+
 static void lease_pass_done(struct pg_store *ps, const char *applied, bool ack)
 {
 	char ms[24], pid[24];
 	const char *vals[5] = {ps->origin, ms, applied, ps->host, pid};
-	int lens[5] = {0}, fmts[5] = {0};
 	int64_t t = now_ns(), end;
 	PGresult *r;
 	bool live;
-	int err;
 
 	pthread_mutex_lock(&ps->feed_lock);
 	if (ps->resync) { /* this pass started after the lease was taken */
@@ -1909,8 +1976,7 @@ static void lease_pass_done(struct pg_store *ps, const char *applied, bool ack)
 	snprintf(pid, sizeof(pid), "%d", (int)getpid());
 	if (feed_connect_locked(ps))
 		goto out;
-	r = run(ps, &ps->f, PQ_LEASE, vals, lens, fmts, "lease", NULL, NULL, 0,
-		&err);
+	r = lease_send(ps, vals, ack);
 	if (!r)
 		goto out;
 	live = PQntuples(r) == 1 && col_i64(r, 0, 0) != 0;
@@ -1928,13 +1994,6 @@ static void lease_pass_done(struct pg_store *ps, const char *applied, bool ack)
 	ps->lease_ever = true;
 	ps->lease_sent_ns = t;
 	atomic_store(&ps->lease_end_ns, end);
-	if (ack) {
-		const char *bv[1] = {ps->origin};
-
-		r = run(ps, &ps->f, PQ_ACK_BELL, bv, lens, fmts, "ack", NULL,
-			NULL, 0, &err);
-		PQclear(r);
-	}
 	feed_drain_locked(ps);
 out:
 	pthread_mutex_unlock(&ps->feed_lock);
