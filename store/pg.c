@@ -1874,17 +1874,18 @@ static int pg_changes_head(struct store *st, uint64_t *cursor)
  * renewal found it later than its own time.
  *
  * Hits are allowed while synced and now_ns() < lease_end_ns: the time
- * before the renewal was sent plus lease_ms, less a margin for clock rates
- * and for a renewal committed asynchronously and lost in a server crash
- * (the feed connection commits with synchronous_commit off, like the
- * doorbells: up to 3 x wal_writer_delay, 600 ms by default, could be
- * lost; the connection drops then anyway, see lease_drop()).
+ * before the renewal was sent plus lease_ms, less a fifth of it as margin
+ * for clock rates and for a renewal committed asynchronously and lost in
+ * a server crash (the feed connection commits with synchronous_commit
+ * off, like the doorbells: up to 3 x wal_writer_delay, 600 ms by default,
+ * could be lost; the connection drops then anyway, and lease_drop()
+ * stops hits at once).
  *
  * The rows of mounts that stopped without deleting theirs (killed) stay
  * until a store opening later deletes rows expired for a day; a lapsed
  * row costs writers nothing.
  */
-#define LEASE_MARGIN_MS(l) ((l) / 10 > 1000 ? (l) / 10 : 1000)
+#define LEASE_MARGIN_MS(l) ((l) / 5)
 
 /*
  * The lease statement and, with ack, the acknowledgement's notification

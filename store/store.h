@@ -259,7 +259,7 @@ int store_changes_drain(struct store *st);
  * store_hits_ok(): may this mount's cache serve hits in a strict region
  * now? PostgreSQL: only while this mount holds a live lease (a row in
  * regionfs.mounts it renews on its feed connection, every renew_ms, for
- * lease_ms; counted from before the renewal was sent, a tenth of it
+ * lease_ms; counted from before the renewal was sent, a fifth of it
  * kept as margin) AND has completed a replay of the change log that
  * started after the lease was last taken anew. A lapsed lease (the mount
  * was frozen, cut off, or the server down) means writers elsewhere stopped
