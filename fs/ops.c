@@ -1575,18 +1575,24 @@ static uint64_t count_keys(void)
 }
 
 /*
- * Space is the database's file system's (where the values go), in 4 KiB
- * blocks; files are the stored keys, plus as many more as there are free
- * blocks (a key needs at least a few bytes).
+ * Space is the store's when it tells (store_space(): PostgreSQL, the
+ * database's size used and an unknown free space), else the database
+ * file's file system's (where the values go), in 4 KiB blocks; files are
+ * the stored keys, plus as many more as there are free blocks (a key
+ * needs at least a few bytes).
  */
 static void rfs_ll_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct statvfs sv, out;
-	uint64_t f;
+	uint64_t f, total, avail;
 
 	(void)ino;
 	memset(&out, 0, sizeof(out));
-	if (statvfs(rfs.db_path, &sv) == 0) {
+	if (rfs.st && store_space(rfs.st, &total, &avail) == 0) {
+		out.f_blocks = total / 4096;
+		out.f_bfree = avail / 4096;
+		out.f_bavail = avail / 4096;
+	} else if (statvfs(rfs.db_path, &sv) == 0) {
 		f = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
 		out.f_blocks = (uint64_t)sv.f_blocks * f / 4096;
 		out.f_bfree = (uint64_t)sv.f_bfree * f / 4096;

@@ -329,6 +329,13 @@ int store_wait_applied(struct store *st)
 	return ops->wait_applied ? ops->wait_applied(st) : 0;
 }
 
+int store_space(struct store *st, uint64_t *total, uint64_t *avail)
+{
+	const struct store_ops *ops = store__ops(st);
+
+	return ops->space ? ops->space(st, total, avail) : -ENOTSUP;
+}
+
 void store_stats(struct store *st, struct store_stats *out)
 {
 	store__ops(st)->stats(st, out);

@@ -2000,6 +2000,26 @@ out:
 	pthread_mutex_unlock(&ps->feed_lock);
 }
 
+static int pg_space(struct store *st, uint64_t *total, uint64_t *avail)
+{
+	struct pg_store *ps = PS(st);
+	PGresult *r;
+	int slot, err;
+
+	err = reader_get(ps, "space", &slot);
+	if (err)
+		return err;
+	r = run(ps, &ps->readers[slot], PQ_DBSIZE, NULL, NULL, NULL, "space",
+		NULL, NULL, 0, &err);
+	if (r) {
+		*avail = STORE_SPACE_UNKNOWN;
+		*total = col_u64(r, 0, 0) + *avail;
+		PQclear(r);
+	}
+	reader_put(ps, slot);
+	return err;
+}
+
 static bool pg_hits_ok(struct store *st)
 {
 	struct pg_store *ps = PS(st);
@@ -2636,4 +2656,5 @@ static const struct store_ops pg_ops = {
 	.changes_drain = pg_changes_drain,
 	.hits_ok = pg_hits_ok,
 	.wait_applied = pg_wait_applied,
+	.space = pg_space,
 };

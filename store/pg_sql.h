@@ -163,6 +163,7 @@ enum {
 	PQ_LIST,
 	PQ_USAGE,
 	PQ_PENDING,
+	PQ_DBSIZE,
 	/* the writer */
 	PQ_PUT,
 	PQ_DELETE,
@@ -215,6 +216,8 @@ static const struct pg_stmt pg_stmts[PQ_NSTMT] = {
 		 "AND lease_until > clock_timestamp() AND (applied IS "
 		 "NULL OR NOT pg_visible_in_snapshot($2::xid8, applied))",
 		 2},
+	[PQ_DBSIZE] = {"rfs_dbsize",
+		       "SELECT pg_database_size(current_database())", 0},
 	[PQ_PUT] = {"rfs_put",
 		    "INSERT INTO regionfs.kv AS t"
 		    "(region, key, value, size, mtime_ns, version) "

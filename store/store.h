@@ -281,6 +281,18 @@ int store_changes_drain(struct store *st);
  * mounts see the file's commits within milliseconds).
  */
 bool store_hits_ok(struct store *st);
+
+/*
+ * Space for statfs(2), in bytes, when the store knows better than the file
+ * system of SOURCE: PostgreSQL, whose disk is the server's: used is
+ * pg_database_size() of the database, avail STORE_SPACE_UNKNOWN (a client
+ * cannot see the server's free space; like object-store file systems, a
+ * large number, so that tools checking free space do not refuse), total
+ * their sum. -ENOTSUP: ask the file system of the database file
+ * (SQLite).
+ */
+#define STORE_SPACE_UNKNOWN (1ull << 50) /* 1 PiB */
+int store_space(struct store *st, uint64_t *total, uint64_t *avail);
 int store_wait_applied(struct store *st);
 
 /*

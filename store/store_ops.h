@@ -70,6 +70,8 @@ struct store_ops {
 	int (*changes_drain)(struct store *st); /* NULL: 0 */
 	bool (*hits_ok)(struct store *st);	/* NULL: true */
 	int (*wait_applied)(struct store *st);	/* NULL: 0 */
+	int (*space)(struct store *st, uint64_t *total,
+		     uint64_t *avail); /* NULL: -ENOTSUP */
 };
 
 /*

@@ -5,7 +5,8 @@
 # cluster). Region s is strict, r bounded; leases are short here
 # (-o lease=2s,lease_renew=300ms) so that the lapses below take seconds.
 #
-#   - every mount takes its lease (store_lease_live 1);
+#   - every mount takes its lease (store_lease_live 1); statfs reports the
+#     database's size as used;
 #   - a strict write closed on a is read on b and c at once, with the old
 #     value cached on both: no waiting loop, the first read must see it;
 #   - the race torture: a writer on a counts up; after each close() it
@@ -80,6 +81,12 @@ for m in a b c; do
 	wait_stat $m store_lease_live 1 "lease taken"
 done
 rfs_ok "every mount holds a live lease"
+
+# statfs: the database's size as used, not zeros
+read -r blocks avail < <(stat -f -c '%b %a' "$RFS_TMP/a") || fail "stat -f"
+echo "# statfs: $blocks blocks, $avail available (4 KiB)"
+[ "$blocks" -gt "$avail" ] && [ "$avail" -gt 0 ] || fail "statfs: $blocks blocks, $avail available"
+rfs_ok "statfs reports the database's size used and space free"
 
 echo v1 >"$A/k" || fail "write v1 through a"
 read_now "$B/k" v1 "strict a -> b"
