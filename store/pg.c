@@ -86,9 +86,12 @@
  *
  * Locking: lock (queue, stopping, published stats; callers sleep on
  * their op's cond), pool_lock (the reader slots), feed_lock (the feed
- * connection and the cursor ring). No function holds two, none is held
- * across a callback; pool_lock and feed_lock are held across queries on
- * their connection. Counters read by store_stats() are relaxed atomics.
+ * connection, the cursor ring and the lease's state), ack_lock (the count
+ * of acknowledgements heard; store_wait_applied() sleeps on ack_cond).
+ * Only feed_lock -> ack_lock is ever nested (draining the feed connection
+ * wakes the waiters); none is held across a callback; pool_lock and
+ * feed_lock are held across queries on their connection. Counters read
+ * by store_stats() and the lease's end are atomics.
  */
 #include <assert.h>
 #include <endian.h>
