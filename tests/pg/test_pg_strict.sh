@@ -18,7 +18,8 @@
 #   - a psql session that LISTENs on both channels and never reads: writes
 #     keep succeeding;
 #   - every regionfs connection killed by the server, then a server
-#     restart: a strict write's close() is again read at once everywhere.
+#     restart: a strict write's close() is again read at once everywhere;
+#   - region r made strict by a reload (SIGHUP): its writes wait for acks.
 #
 # No timed assertion: waits poll with generous deadlines and print how
 # long they took; the "at once" reads are single reads, whose result the
@@ -213,6 +214,27 @@ for m in a b c; do
 	wait_stat $m store_lease_live 1 "lease again after the restart"
 done
 rfs_ok "server restart: mounts recover, a strict close() is read at once"
+
+# ---- live on reload -----------------------------------------------------------
+grep -q '^coherence bounded$' "$RFS_TMP/a/.regionfs/regions/r/config" ||
+	fail "r is not bounded before the reload"
+sed -i 's/^\[r\]$/[r]\ncoherence = strict/' "$RFS_INI"
+for m in a b c; do
+	kill -HUP "${RFS_PIDS[$m]}" || fail "SIGHUP $m"
+done
+t0=$(now_ms)
+for m in a b c; do
+	until grep -q '^coherence strict$' "$RFS_TMP/$m/.regionfs/regions/r/config"; do
+		[ $(( $(now_ms) - t0 )) -lt "$deadline_ms" ] || fail "r not strict on $m after the reload"
+		sleep 0.05
+	done
+done
+rfs_stat w0 "$RFS_TMP/a/.regionfs/stats" store_acks_waited
+echo reloaded >"$RFS_TMP/a/r/x" || fail "write r/x after the reload"
+rfs_stat w1 "$RFS_TMP/a/.regionfs/stats" store_acks_waited
+[ "$w1" -gt "$w0" ] || fail "a write in r did not wait for acks after the reload ($w0 -> $w1)"
+read_now "$RFS_TMP/b/r/x" reloaded "r strict after the reload a -> b"
+rfs_ok "coherence applies live on a reload"
 
 for m in a b c; do
 	rfs_alive $m
