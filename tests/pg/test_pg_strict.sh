@@ -101,7 +101,7 @@ rm "$C/k" || fail "unlink through c"
 rfs_ok "a strict write's close() (and unlink) is seen at once on the other mounts"
 
 # ---- the race torture ------------------------------------------------------
-N=${PG_STRICT_ROUNDS:-300}
+N=${PG_STRICT_ROUNDS:-100}
 echo 0 >"$A/t" || fail "write t"
 echo 0 >"$RFS_TMP/committed"
 for m in "$B" "$C"; do
