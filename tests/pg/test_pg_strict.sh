@@ -109,7 +109,7 @@ rfs_ok "a strict write's close() (and unlink) is seen at once on the other mount
 # strict s, where one stale read fails the test.
 race=${RFS_STRICT_RACE:-$(dirname "$RFS_BIN")/../tests/pg/strict_race}
 [ -x "$race" ] || fail "strict_race not built ($race)"
-N=${PG_STRICT_ROUNDS:-300}
+N=${PG_STRICT_ROUNDS:-200}
 out=$("$race" -s -n "$N" "$RFS_TMP/a/r" "$RFS_TMP/b/r" "$RFS_TMP/c/r" 2>&1) ||
 	fail "strict_race on bounded r: $out"
 echo "# torture on bounded r (report only): ${out##*$'\n'}"
