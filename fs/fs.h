@@ -150,6 +150,8 @@ struct rfs_perms {
 	mode_t mode;	 /* permission bits of its keys */
 	mode_t dir_mode; /* of its directory */
 	bool read_only;	 /* changes get EROFS */
+	bool strict;	 /* coherence = strict: no kernel caching of its
+			  * keys (timeouts 0), hits gated (rfs_hits_ok) */
 };
 /*
  * The region's permissions now (unset owner/group: -o uid=,gid= or the
@@ -211,6 +213,18 @@ struct rfs {
 };
 
 extern struct rfs rfs;
+
+/*
+ * May the cache serve a hit of rr's keys? Always, unless the region is
+ * coherence = strict and the store says this mount's lease has lapsed
+ * and it has not replayed the change log since (store_hits_ok()): then
+ * every read goes to the store (fails with EIO while it is unreachable).
+ */
+static inline bool rfs_hits_ok(const struct rfs_region *rr)
+{
+	return rr->cfg.coherence != CONFIG_COHERENCE_STRICT || !rfs.st ||
+	       store_hits_ok(rfs.st);
+}
 
 /*
  * Builds the first region table from c (which the daemon keeps no pointer

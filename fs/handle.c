@@ -311,6 +311,8 @@ int rfs_fetch(struct rfs_region *rr, const char *key, size_t klen,
 	struct region_flight *fl;
 	int rc;
 
+	if (!rfs_hits_ok(rr)) /* strict, no live lease: no hit, load it */
+		region_invalidate(rr->r, key, klen, REGION_ORIGIN_OUTSIDE);
 	rc = region_get(rr->r, key, klen, out, &fl);
 	if (rc != REGION_LOAD)
 		return rc;
