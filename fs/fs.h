@@ -567,16 +567,6 @@ void rfs_inode_detach(fuse_ino_t ino, struct rfs_handle *h);
 /* Gauge: inodes the kernel holds. */
 uint64_t rfs_inode_count(void);
 /*
- * A write open of a key inode that is not a writer's: remembers (pid,
- * name) like a refused rfs_inode_open_write(), so that the kernel's retry
- * (LOOKUP_REVAL) gets a writer's inode, and returns -ESTALE (-ENOENT for
- * an unknown number). 0 if pid has such a marker already: the kernel
- * retries only once, and its retry reached this inode anyway (another
- * process's LOOKUP of the name, which the retry's joined, made it), so
- * the caller makes it a writer's with rfs_inode_open_write().
- */
-int rfs_inode_refuse_write(fuse_ino_t ino, pid_t pid);
-/*
  * Is a writer on the name (an open write handle, or a refused writer's
  * retry on its way)? LOOKUP then hands out no long-lived entry.
  */

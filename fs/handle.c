@@ -36,10 +36,12 @@
  * be stored after a newer one. Concurrent writers on different handles of
  * one key: the last commit wins, as DESIGN.md says.
  *
- * A write handle opens only a writer's inode: any other gets ESTALE, and
- * the kernel retries on a writer's inode (inode.c's markers; kinval.c has
- * why a writer must not work through a long-lived kernel entry). The
- * handle is counted there until its release, as is a read handle's.
+ * A write handle opens only a writer's inode: any other is converted at
+ * the open and its kernel entry dropped (enter_writer(); kinval.c has why
+ * a writer must not work through a long-lived kernel entry), or, while
+ * page-cache readers keep it open, gets ESTALE and the kernel retries on
+ * a writer's inode (inode.c's markers). The handle is counted there until
+ * its release, as is a read handle's.
  * An inode that an unlink or a rename made gone between the kernel's
  * LOOKUP and the OPEN gets ESTALE too (whandle_attach()).
  *
@@ -573,13 +575,14 @@ static void drop_entry(fuse_ino_t ino, struct rfs_entry_mark *mark)
 }
 
 /*
- * Counts a write handle on ino, which must be a writer's inode: any other
- * gets ESTALE (and a marker, so that the kernel's retry gets one); mark
+ * Counts a write handle on ino, which becomes a writer's inode (inode.c:
+ * ESTALE, and a marker so that the kernel's retry gets a writer's inode,
+ * if page-cache readers still have it open after WRITER_WAIT_MS); mark
  * (may be NULL, or already set by create()) gets the writer's inode's
- * entry mark. Should a LOOKUP have promoted the inode in between, it is
- * made a writer's again here (inode.c: ESTALE if page-cache readers have
- * it open), and what the kernel may hold of it with a
- * long timeout is invalidated before the reply: its attributes, so that
+ * entry mark. An inode that was not a writer's (a key that was read or
+ * looked up, or one a LOOKUP promoted) is converted, and what the kernel
+ * may hold of it with a long timeout is invalidated before the reply:
+ * its entry (drop_entry(), through kinval.c: the OPEN's reply waits), its attributes, so that
  * the writer's fstat() and lseek(SEEK_END) ask getattr, which reports the
  * pending size; and its pages when no handle that can read has it open,
  * so that it can later serve the committed row from an empty page cache
@@ -594,16 +597,19 @@ static void drop_entry(fuse_ino_t ino, struct rfs_entry_mark *mark)
 static int enter_writer(fuse_ino_t ino, pid_t pid, bool readable,
 			struct rfs_entry_mark *mark)
 {
-	struct rfs_ident id;
 	struct rfs_wopen wo;
 	unsigned waited;
 	int rc;
 
-	rc = rfs_inode_ident(ino, &id);
-	if (!rc && id.kind == RFS_I_KEY && id.cls != RFS_K_WRITE)
-		rc = rfs_inode_refuse_write(ino, pid);
-	if (!rc)
-		rc = rfs_inode_open_write(ino, pid, readable, &wo);
+	/*
+	 * An inode that is not a writer's is converted here when no page-
+	 * cache reader has it open (below: its entry and attributes are
+	 * invalidated before the reply), at once: refusing it with ESTALE
+	 * first made the kernel retry with three LOOKUPs and another OPEN,
+	 * or, since the wait below, slept 1 ms per rewrite of a key that had
+	 * been read.
+	 */
+	rc = rfs_inode_open_write(ino, pid, readable, &wo);
 	/*
 	 * Page-cache readers have the inode open. The kernel retries an open
 	 * that got ESTALE only once, and this may be that retry (another
