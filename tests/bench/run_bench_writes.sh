@@ -14,6 +14,10 @@
 #   -l LSKEYS   keys for the listing part (default 1000000; 0 skips it)
 #   BUILDDIR    the meson build directory (default ./build); use a release
 #               build (meson setup --buildtype=release) for figures
+## Environment: REGIONFS, BENCH_WRITES override the daemon and the program;
+# REGIONFS_BASE (another daemon build, e.g. from before a change) adds
+# cases base_durable and base_default, run interleaved with the others,
+# and ratio_durable_base_t<N> / ratio_default_base_t<N> (this build ÷ base).
 #
 # Writes: bench_writes creates WRITES new keys with THREADS threads on a
 # fresh regionfs mount whose region has durable = true ("durable"), on one
@@ -63,6 +67,8 @@ BENCH_WRITES=${BENCH_WRITES:-$build/tests/bench/bench_writes}
 . "$here/../common/harness.sh"
 
 [ -x "$BENCH_WRITES" ] || rfs_fail "$BENCH_WRITES is not built"
+[ -z "${REGIONFS_BASE:-}" ] || [ -x "$REGIONFS_BASE" ] ||
+	rfs_fail "REGIONFS_BASE=$REGIONFS_BASE is not executable"
 [ "$(id -u)" -eq 0 ] || rfs_skip "needs root (tmpfs mounts)"
 command -v sqlite3 >/dev/null || rfs_skip "the sqlite3 shell is missing"
 rfs_init
@@ -93,11 +99,16 @@ record()
 
 write_regionfs() # CASE THREADS
 {
-	local out=$RFS_TMP/run.out
+	local out=$RFS_TMP/run.out mine=$RFS_BIN
 
 	fresh_db
-	if [ "$1" = durable ]; then region "durable = true"; else region; fi
+	case $1 in
+	*durable) region "durable = true" ;;
+	*) region ;;
+	esac
+	case $1 in base_*) RFS_BIN=$REGIONFS_BASE ;; esac
 	rfs_mount
+	RFS_BIN=$mine
 	rfs_run "$BENCH_WRITES" fs "$RFS_MNT/bench" "$nwrites" "$2" "$size" \
 		>"$out" 2>&1 || { cat "$out" >&2; rfs_fail "bench_writes on $1"; }
 	rfs_umount
@@ -170,6 +181,10 @@ for ((rep = 1; rep <= reps; rep++)); do
 		write_raw full "$t"
 		write_regionfs default "$t"
 		write_raw normal "$t"
+		if [ -n "${REGIONFS_BASE:-}" ]; then
+			write_regionfs base_durable "$t"
+			write_regionfs base_default "$t"
+		fi
 	done
 	if [ "$lskeys" -gt 0 ]; then
 		ls_regionfs
@@ -200,6 +215,11 @@ END {
 		n = median("default" SUBSEP t); r = median("raw_normal" SUBSEP t)
 		printf "%7d %12.0f %12.0f %12.0f %12.0f\n", t, d, f, n, r
 		out = out sprintf("ratio_durable_t%d %.3f\nratio_default_t%d %.3f\n", t, d / f, t, n / r)
+		if (cnt["base_durable" SUBSEP t]) {
+			bd = median("base_durable" SUBSEP t); bn = median("base_default" SUBSEP t)
+			printf "%7s %12.0f %12s %12.0f   (base)\n", "", bd, "", bn
+			out = out sprintf("ratio_durable_base_t%d %.3f\nratio_default_base_t%d %.3f\n", t, d / bd, t, n / bn)
+		}
 	}
 	printf "\n%s", out
 }' "$results"
