@@ -295,6 +295,8 @@ static int key_getattr(fuse_ino_t ino, const struct rfs_ident *id,
 	if (id->gone) {
 		if (id->last_valid)
 			m = id->last;
+	} else if (rfs_unborn_is(id->region, id->key, id->klen)) {
+		m.mtime_ns = now_ns(); /* no row yet: the writer's, below */
 	} else {
 		rc = store_stat(rfs.st, id->region, id->key, id->klen, &m);
 		if (rc == -ENOENT && id->pending)
@@ -481,7 +483,9 @@ static int lookup_key(pid_t pid, const char *region, const char *name,
 	 * that is not gone for a key that is (commit.c) */
 	rfs_names_lock(&l, region, name, len, false);
 	rfs_names_handed(region, name, len, &mark); /* before the row is read */
-	rc = key_meta(region, name, len, &m);
+	rc = rfs_unborn_settle_locked(region, name, len);
+	if (!rc)
+		rc = key_meta(region, name, len, &m);
 	if (!rc)
 		rc = rfs_inode_lookup_key(region, name, len, &m, pid, false,
 					  &ino, &cls);
@@ -879,7 +883,7 @@ static bool read_only(int flags)
  * caller (create) holds the name's lock (commit.c).
  */
 static int open_key(pid_t pid, fuse_ino_t ino, const struct rfs_ident *id,
-		    int flags, bool created, bool locked,
+		    int flags, struct rfs_unborn *created, bool locked,
 		    struct rfs_handle **out)
 {
 	struct rfs_region *rr;
@@ -889,9 +893,14 @@ static int open_key(pid_t pid, fuse_ino_t ino, const struct rfs_ident *id,
 	rr = rfs_region_ref(id->region);
 	if (!rr)
 		return -ENOENT;
-	if (read_only(flags))
-		rc = rfs_rhandle_open(rr, ino, id, out);
-	else if (rr->cfg.read_only)
+	if (read_only(flags)) {
+		/* another writer's created key: its empty row, as before
+		 * (create() settled its own) */
+		rc = locked ? 0
+			    : rfs_unborn_settle(id->region, id->key, id->klen);
+		if (!rc)
+			rc = rfs_rhandle_open(rr, ino, id, out);
+	} else if (rr->cfg.read_only)
 		rc = -EROFS; /* regions.ini: read_only = true */
 	else
 		rc = rfs_whandle_open(rr, ino, pid, id->key, id->klen, flags,
@@ -970,7 +979,7 @@ static void rfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 		rc = -ESHUTDOWN; /* SIGTERM: waiting for writers to close */
 	else if (!rc && ino >= RFS_INO_DYNAMIC && id.kind == RFS_I_KEY)
 		rc = open_key(fuse_req_ctx(req)->pid, ino, &id, fi->flags,
-			      false, false, &h);
+			      NULL, false, &h);
 	else if (!rc && !(rc = vfile_kind(ino, &id, &kind)))
 		rc = open_virtual(kind, id.region, fi->flags, &h);
 	if (rc) {
@@ -992,10 +1001,10 @@ static int do_create(pid_t pid, fuse_ino_t parent, const char *name,
 		     mode_t mode, int flags, fuse_ino_t *ino,
 		     struct rfs_handle **h)
 {
+	struct rfs_unborn *created;
 	struct rfs_ident id;
 	struct rfs_names l;
 	enum rfs_kclass cls;
-	bool created;
 	size_t len;
 	int rc;
 
@@ -1011,6 +1020,16 @@ static int do_create(pid_t pid, fuse_ino_t parent, const char *name,
 	if (!rc)
 		rc = rfs_commit_create(id.region, name, len, flags, pid, &l,
 				       ino, &cls, &created);
+	/* a reader commits nothing: open(O_CREAT|O_RDONLY) stores it now */
+	if (!rc && created && read_only(flags)) {
+		rc = rfs_unborn_settle_locked(id.region, name, len);
+		rfs_unborn_free(created);
+		created = NULL;
+		if (rc) {
+			rfs_names_unlock(&l);
+			rfs_inode_forget(*ino, 1);
+		}
+	}
 	if (rc)
 		return rc;
 	id.kind = RFS_I_KEY;
@@ -1020,11 +1039,8 @@ static int do_create(pid_t pid, fuse_ino_t parent, const char *name,
 	id.klen = len;
 	/* the name stays locked: no unlink between the create and the open */
 	rc = open_key(pid, *ino, &id, flags, created, true, h);
-	if (rc && created) { /* the open(O_CREAT) fails: no empty key stays */
-		rfs_commit_create_undo(id.region, name, len);
-		/* if that failed too, the kernel's negative entry is wrong */
-		rfs_kinval_key(id.region, name, len);
-	}
+	if (rc) /* the open(O_CREAT) fails: nothing was stored */
+		rfs_unborn_free(created);
 	rfs_names_unlock(&l);
 	if (rc)
 		rfs_inode_forget(*ino, 1);
@@ -1469,6 +1485,9 @@ static int readdir_region(fuse_req_t req, fuse_ino_t ino, struct rfs_dhandle *d,
 		c.skip = off - 2;
 		c.next_off = 3;
 	}
+	/* keys created here and not committed yet: listed as before */
+	if (off <= 2 && (rc = rfs_unborn_settle_region(d->region)) != 0)
+		return rc;
 	if (plus)
 		rfs_names_handed_all(); /* entries to come, before the rows */
 	rc = store_list(rfs.st, d->region, after, alen,
