@@ -61,21 +61,7 @@ rfs_pg_as "$RFS_PG_BIN/pg_ctl" -D "$RFS_PG_DIR/data" -m fast -w -t 60 \
 	-o "-c listen_addresses='$NET.1' -c unix_socket_directories='$RFS_PG_SOCK' -c max_connections=200" \
 	restart >/dev/null || rfs_fail "restart the server on $NET.1"
 
-now_ms() { date +%s%3N; }
-
-wait_stat()
-{
-	local t0 v
-	t0=$(now_ms)
-	while :; do
-		rfs_stat v "$RFS_TMP/$1/.regionfs/stats" "$2"
-		[ "$v" -ge "$3" ] && break
-		[ $(( $(now_ms) - t0 )) -lt "$deadline_ms" ] ||
-			rfs_fail "$4: $2 of $1 is $v, not >= $3 after $deadline_ms ms"
-		sleep 0.05
-	done
-	echo "# $4: $2 of $1 = $v after $(( $(now_ms) - t0 )) ms"
-}
+. "$(dirname "${BASH_SOURCE[0]}")/strict_lib.sh"
 
 rfs_mount_as a -o lease=2s -o lease_renew=300ms
 # p: the same daemon in the namespace (nsenter enters the network
