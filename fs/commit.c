@@ -626,6 +626,20 @@ void rfs_unborn_free(struct rfs_unborn *u)
 	free(u);
 }
 
+/*
+ * coherence = strict: once a change is committed and every lock of the
+ * write dropped (the wait can last a lease: nothing may stall behind it),
+ * waits until every other live mount has applied it
+ * (store_wait_applied(), bounded; counted in the store's stats).
+ */
+static void strict_wait(const char *region)
+{
+	struct rfs_perms p;
+
+	if (rfs_region_perms(region, &p) && p.strict)
+		store_wait_applied(rfs.st);
+}
+
 /* ---- the operations ------------------------------------------------------- */
 
 /*
@@ -686,6 +700,8 @@ int rfs_commit_handle(fuse_ino_t ino, const void *data, size_t len,
 			ub_claimed(ub, rc);
 	}
 	rfs_names_unlock(&l);
+	if (rc == 0 && !id.gone)
+		strict_wait(id.region);
 	return rc;
 }
 
@@ -780,6 +796,8 @@ int rfs_commit_truncate(fuse_ino_t ino, off_t size,
 	write_end(rr);
 	rfs_names_unlock(&l);
 	free(data);
+	if (rc == 0 && !same)
+		strict_wait(id.region);
 	return rc;
 }
 
@@ -883,6 +901,8 @@ int rfs_commit_delete(const char *region, const void *key, size_t klen)
 			rfs_escape(key, klen, esc), strerror(-rc));
 out:
 	rfs_names_unlock(&l);
+	if (rc == 0)
+		strict_wait(region);
 	return rc;
 }
 
@@ -940,5 +960,7 @@ int rfs_commit_rename(const char *region, const void *from, size_t flen,
 	}
 out:
 	rfs_names_unlock(&l);
+	if (rc == 0)
+		strict_wait(region);
 	return rc;
 }

@@ -9,6 +9,7 @@
  *                (swapped whole by a reload) and its swap gate, the
  *                striped counters, per-thread slots, the monotonic clock,
  *                thread spawning
+ *      pinned.c  the bytes of the values open files hold
  *   2  inode.c   inode numbers, lookup counts, what the kernel may cache
  *   2b kinval.c  the queue and thread that tell the kernel which cached
  *                key names changed (calls inode.c and state.c only)
@@ -23,9 +24,12 @@
  *      view.c    the snapshot the .regionfs/ files are rendered from
  *      virtual.c renders those files (see virtual.h; calls nothing here)
  *   5  ops.c     the FUSE low-level operations
+ *      carry.c   a cache a reload recreated takes over the old one's
+ *                entries, in the background (daemon.c runs it)
  *   6  daemon.c  the roof: the background thread (sweeps, change-feed
  *                pruning, regions.ini reloads), starting and stopping the
  *                feed, systemd notification
+ *      loop.c    the session loop: a fixed pool of worker threads
  *   7  main.c    command line, startup checks, daemonizing, the session
  *                loop and the orderly shutdown
  * Everything but main.c is the static library libregionfs-fs, which the
@@ -112,6 +116,13 @@ struct rfs_region {
 	atomic_ulong refs;	  /* the table, requests, handles */
 	struct region *r;	  /* one engine reference held */
 	struct config_region cfg; /* copy of the effective settings */
+	/*
+	 * The counters (REGION_SRC_SLOT and _DERIVED, sketch_resets) of the
+	 * caches a reload recreated this one from, up to the swap: the
+	 * stats show them added to r's, so they never restart from 0.
+	 * Immutable after the table is built.
+	 */
+	struct region_stats carried;
 };
 
 /*
@@ -139,6 +150,8 @@ struct rfs_perms {
 	mode_t mode;	 /* permission bits of its keys */
 	mode_t dir_mode; /* of its directory */
 	bool read_only;	 /* changes get EROFS */
+	bool strict;	 /* coherence = strict: no kernel caching of its
+			  * keys (timeouts 0), hits gated (rfs_hits_ok) */
 };
 /*
  * The region's permissions now (unset owner/group: -o uid=,gid= or the
@@ -191,9 +204,27 @@ struct rfs {
 	atomic_ulong reloads;		 /* successful reloads */
 	atomic_ulong reload_failures;	 /* refused reloads */
 	atomic_ulong cache_rebuilds;	 /* regions a reload recreated */
+
+	/* malloc_trim(0) on the background thread (daemon.c), microseconds */
+	atomic_ulong trims;	   /* calls so far */
+	atomic_ulong trim_last_us; /* the last one took */
+	atomic_ulong trim_max_us;  /* the longest */
+	atomic_ulong trim_total_us;
 };
 
 extern struct rfs rfs;
+
+/*
+ * May the cache serve a hit of rr's keys? Always, unless the region is
+ * coherence = strict and the store says this mount's lease has lapsed
+ * and it has not replayed the change log since (store_hits_ok()): then
+ * every read goes to the store (fails with EIO while it is unreachable).
+ */
+static inline bool rfs_hits_ok(const struct rfs_region *rr)
+{
+	return rr->cfg.coherence != CONFIG_COHERENCE_STRICT || !rfs.st ||
+	       store_hits_ok(rfs.st);
+}
 
 /*
  * Builds the first region table from c (which the daemon keeps no pointer
@@ -208,6 +239,12 @@ void rfs_state_fini(void);
  * *old gets the previous table (a reference). On error writes a message
  * into err and changes nothing.
  */
+/*
+ * Can a recreated region's cache take over the entries of its old one?
+ * Not when either has ttl or tti: an entry's age would restart.
+ */
+bool rfs_carry_possible(const struct config_region *from,
+			const struct config_region *to);
 int rfs_state_replace(const struct config *c, struct rfs_table **old, char *err,
 		      size_t errlen);
 
@@ -244,6 +281,52 @@ void rfs_signals_restore(const sigset_t *old);
  */
 int rfs_thread_spawn(pthread_t *t, void *(*fn)(void *), void *arg,
 		     const char *name);
+
+/* ---- pinned.c: values open files hold ------------------------------------ */
+
+/*
+ * One read handle's pin on its value (embedded in struct rfs_rhandle;
+ * zeroed: not pinned). The fields are pinned.c's, under its bucket lock.
+ */
+struct rfs_pin {
+	const struct region_value *v;	       /* NULL: not pinned */
+	struct rfs_pin *next;		       /* bucket list (heads only) */
+	struct rfs_pin *ring_prev, *ring_next; /* the other pins of v */
+	bool head;			       /* on the bucket list */
+};
+
+/* Pins v for p (p->v NULL before): counted once per distinct value. */
+void rfs_pin_add(struct rfs_pin *p, const struct region_value *v);
+/* Unpins p, if pinned. */
+void rfs_pin_del(struct rfs_pin *p);
+/* Bytes (value data) and number of the distinct values pinned now. */
+void rfs_pin_counters(uint64_t *bytes, uint64_t *values);
+
+/* ---- carry.c: a recreated cache takes over the old one's entries --------- */
+
+/*
+ * After a reload swapped table t in for old: a job for each region t
+ * recreated (rfs_carry_possible()), which carries the old cache's entries
+ * into the new one in bounded steps. The background thread only, as for
+ * the two below.
+ */
+void rfs_carry_start(const struct rfs_table *old, const struct rfs_table *t);
+/* One bounded step of every job; true while work remains. */
+bool rfs_carry_step(void);
+/* Drops every job, done or not (shutdown). */
+void rfs_carry_stop(void);
+/* Entries carried over so far (stats: config_cache_carried). */
+uint64_t rfs_carry_count(void);
+
+/* ---- loop.c: the session loop -------------------------------------------- */
+
+/*
+ * Serves se until the session exits: cmd->max_threads worker threads, all
+ * started at once and kept to the end (each with its store read
+ * connection open: store_thread_prepare); libfuse's own loops for -s and
+ * -o clone_fd. 0 or -errno. Call with rfs.st open, after rfs_bg_start().
+ */
+int rfs_loop_run(struct fuse_session *se, const struct fuse_cmdline_opts *cmd);
 
 /* ---- daemon.c: the roof -------------------------------------------------- */
 
@@ -647,6 +730,7 @@ struct rfs_rhandle {
 	struct region_value *v; /* one reference */
 	fuse_ino_t ino;		/* immutable */
 	bool pcache;		/* immutable: keep_cache, not direct_io */
+	struct rfs_pin pin;	/* v, counted in memory_pinned_bytes */
 };
 
 /* One directory listing in progress (region directories). */
@@ -725,6 +809,13 @@ unsigned rfs_handles_writers(void);
  */
 int rfs_fetch(struct rfs_region *rr, const char *key, size_t klen,
 	      struct region_value **out);
+/*
+ * The second half of rfs_fetch(): loads (rr, key) from the store and
+ * completes fl, the caller's flight from region_get() on rr->r, with it
+ * (or with the load's error). Same results as rfs_fetch().
+ */
+int rfs_flight_load(struct rfs_region *rr, struct region_flight *fl,
+		    const char *key, size_t klen, struct region_value **out);
 #ifdef RFS_TEST_HOOKS
 /*
  * Test builds only (regionfs-testhooks): every cache-miss load sleeps this

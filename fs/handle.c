@@ -154,6 +154,7 @@ void rfs_mem_counters(struct rfs_counters *out)
 {
 	out->mem_values_bytes = region_values_bytes();
 	out->mem_wbuf_bytes = atomic_load(&wbuf_bytes);
+	rfs_pin_counters(&out->mem_pinned_bytes, &out->mem_pinned_values);
 	out->mem_limit_bytes = rfs.max_memory;
 	out->mem_refusals = atomic_load(&mem_refusals);
 }
@@ -175,6 +176,7 @@ static void destroy(struct rfs_handle *h)
 	case RFS_H_READ:
 		if (h->u.r.v) /* counted by rfs_inode_open_read() */
 			rfs_inode_close_read(h->u.r.ino, h->u.r.pcache);
+		rfs_pin_del(&h->u.r.pin);
 		region_value_unref(h->u.r.v);
 		break;
 	case RFS_H_VIRTUAL:
@@ -310,15 +312,25 @@ int rfs_fetch(struct rfs_region *rr, const char *key, size_t klen,
 	      struct region_value **out)
 {
 	struct region_flight *fl;
+	int rc;
+
+	if (!rfs_hits_ok(rr)) /* strict, no live lease: no hit, load it */
+		region_invalidate(rr->r, key, klen, REGION_ORIGIN_OUTSIDE);
+	rc = region_get(rr->r, key, klen, out, &fl);
+	if (rc != REGION_LOAD)
+		return rc;
+	/* a miss: the flight is ours; load without holding anything */
+	return rfs_flight_load(rr, fl, key, klen, out);
+}
+
+int rfs_flight_load(struct rfs_region *rr, struct region_flight *fl,
+		    const char *key, size_t klen, struct region_value **out)
+{
 	struct region_value *v = NULL;
 	struct store_meta meta;
 	void *data = NULL;
 	int rc;
 
-	rc = region_get(rr->r, key, klen, out, &fl);
-	if (rc != REGION_LOAD)
-		return rc;
-	/* a miss: the flight is ours; load without holding anything */
 	rc = store_load(rfs.st, rr->cfg.name, key, klen, &data, &meta);
 #ifdef RFS_TEST_HOOKS
 	if (rfs_test_load_delay_us)
@@ -356,6 +368,8 @@ int rfs_rhandle_open(struct rfs_region *rr, fuse_ino_t ino,
 	if (h) {
 		h->u.r.ino = ino;
 		rc = rfs_inode_open_read(ino, v, &h->u.r.v, &h->u.r.pcache);
+		if (rc == 0)
+			rfs_pin_add(&h->u.r.pin, h->u.r.v);
 	}
 	region_value_unref(v);
 	if (rc) {

@@ -222,6 +222,20 @@ static int fixed_attr(fuse_ino_t ino, struct stat *st)
 }
 
 /* The realtime clock in ns, for a row that is still being written. */
+/*
+ * How long the kernel may keep a key's entry and attributes. A strict
+ * region's (coherence = strict): not at all, so that a mount whose lease
+ * lapsed (frozen, cut off) never has the kernel answer for it from old
+ * entries once it runs again: every open and stat of such a key is a
+ * LOOKUP, which rfs_hits_ok() gates. (Page-cache contents need no more:
+ * an open always reaches the daemon, and a value loaded anew is served
+ * with direct I/O, inode.c.)
+ */
+static double key_timeout(const struct rfs_perms *p)
+{
+	return p->strict ? 0 : KEY_TIMEOUT;
+}
+
 static int64_t now_ns(void)
 {
 	struct timespec ts;
@@ -246,7 +260,8 @@ static int key_meta(const char *region, const char *key, size_t klen,
 
 	if (!rr)
 		return -ENOENT;
-	cached = region_peek(rr->r, key, klen, &v);
+	/* a strict region without a live lease asks the store (rfs_hits_ok) */
+	cached = rfs_hits_ok(rr) && region_peek(rr->r, key, klen, &v);
 	rfs_region_unref(rr);
 	if (!cached)
 		return store_stat(rfs.st, region, key, klen, m);
@@ -271,7 +286,7 @@ static int key_getattr(fuse_ino_t ino, const struct rfs_ident *id,
 	int rc = 0;
 
 	rfs_region_perms(id->region, &p);
-	*timeout = KEY_TIMEOUT;
+	*timeout = key_timeout(&p);
 	if (id->cls != RFS_K_WRITE) {
 		key_attr(st, ino, &id->row, id->gone ? 0 : 1, &p);
 		return 0;
@@ -424,11 +439,13 @@ static void key_entry(const char *region, const char *name, size_t len,
 		      fuse_ino_t ino, enum rfs_kclass cls, struct store_meta *m,
 		      struct fuse_entry_param *e)
 {
-	double timeout = KEY_TIMEOUT, entry_timeout;
+	double timeout, entry_timeout;
 	struct rfs_ident id;
 	struct rfs_perms p;
 	struct stat st;
 
+	rfs_region_perms(region, &p);
+	timeout = key_timeout(&p);
 	if (cls == RFS_K_WRITE) {
 		timeout = 0;
 		if (rfs_inode_ident(ino, &id) == 0 && id.pending)
@@ -437,7 +454,6 @@ static void key_entry(const char *region, const char *name, size_t len,
 	entry_timeout = timeout;
 	if (timeout && rfs_inode_writing(region, name, len))
 		entry_timeout = 0;
-	rfs_region_perms(region, &p);
 	key_attr(&st, ino, m, 1, &p);
 	fill_entry(e, &st, timeout, entry_timeout);
 }
@@ -477,9 +493,12 @@ static int lookup_key(pid_t pid, const char *region, const char *name,
 		rfs_inode_set_mark(ino, &mark); /* a refused writer's retry */
 	rfs_names_unlock(&l);
 	if (rc == -ENOENT) {
+		struct rfs_perms p;
+
 		/* a negative entry: whoever creates the key tells the kernel */
 		memset(e, 0, sizeof(*e));
-		e->entry_timeout = KEY_TIMEOUT;
+		rfs_region_perms(region, &p);
+		e->entry_timeout = key_timeout(&p);
 		return 0;
 	}
 	if (!rc)
@@ -1575,18 +1594,24 @@ static uint64_t count_keys(void)
 }
 
 /*
- * Space is the database's file system's (where the values go), in 4 KiB
- * blocks; files are the stored keys, plus as many more as there are free
- * blocks (a key needs at least a few bytes).
+ * Space is the store's when it tells (store_space(): PostgreSQL, the
+ * database's size used and an unknown free space), else the database
+ * file's file system's (where the values go), in 4 KiB blocks; files are
+ * the stored keys, plus as many more as there are free blocks (a key
+ * needs at least a few bytes).
  */
 static void rfs_ll_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct statvfs sv, out;
-	uint64_t f;
+	uint64_t f, total, avail;
 
 	(void)ino;
 	memset(&out, 0, sizeof(out));
-	if (statvfs(rfs.db_path, &sv) == 0) {
+	if (rfs.st && store_space(rfs.st, &total, &avail) == 0) {
+		out.f_blocks = total / 4096;
+		out.f_bfree = avail / 4096;
+		out.f_bavail = avail / 4096;
+	} else if (statvfs(rfs.db_path, &sv) == 0) {
 		f = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
 		out.f_blocks = (uint64_t)sv.f_blocks * f / 4096;
 		out.f_bfree = (uint64_t)sv.f_bfree * f / 4096;

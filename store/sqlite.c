@@ -690,6 +690,14 @@ static int rconn_get(struct store *st, struct rconn **out)
 	return 0;
 }
 
+/* store_thread_prepare(): the calling thread's read connection, now. */
+static int sq_thread_prepare(struct store *st)
+{
+	struct rconn *rc;
+
+	return rconn_get(st, &rc);
+}
+
 /* Statement idx of the calling thread's read connection. */
 int store__rstmt(struct store *st, int idx, struct rconn **rcp,
 		 sqlite3_stmt **out)
@@ -1810,4 +1818,5 @@ const struct store_ops store__sqlite_ops = {
 	.changes_prune = sq_changes_prune,
 	.stats = sq_stats,
 	.file_lost = store__sq_file_lost,
+	.thread_prepare = sq_thread_prepare,
 };
