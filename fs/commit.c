@@ -307,6 +307,20 @@ static int put_meta_locked(struct rfs_region *rr, const char *region,
 	return rc;
 }
 
+/*
+ * coherence = strict: once a change is committed and every lock of the
+ * write dropped (the wait can last a lease: nothing may stall behind it),
+ * waits until every other live mount has applied it
+ * (store_wait_applied(), bounded; counted in the store's stats).
+ */
+static void strict_wait(const char *region)
+{
+	struct rfs_perms p;
+
+	if (rfs_region_perms(region, &p) && p.strict)
+		store_wait_applied(rfs.st);
+}
+
 /* ---- unborn keys ----------------------------------------------------------- */
 
 /*
@@ -343,17 +357,17 @@ enum ub_state { UB_UNBORN, UB_BIRTHING, UB_BORN, UB_DEAD };
 struct rfs_unborn {
 	struct rfs_unborn *next; /* L: ub_mu; in its bucket */
 	uint64_t hash;
-	enum ub_state state;	 /* L: ub_mu */
-	bool tried;		 /* L: ub_mu; a put of it failed: maybe stored */
-	uint64_t version;	 /* L: ub_mu; BORN by a settle: the empty row */
+	enum ub_state state; /* L: ub_mu */
+	bool tried;	     /* L: ub_mu; a put of it failed: maybe stored */
+	uint64_t version;    /* L: ub_mu; BORN by a settle: the empty row */
 	size_t rlen, klen;
-	char name[];		 /* region '\0' key '\0' */
+	char name[]; /* region '\0' key '\0' */
 };
 
 static pthread_mutex_t ub_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ub_cond = PTHREAD_COND_INITIALIZER;
 static struct rfs_unborn *ub_table[UB_BUCKETS]; /* L: ub_mu */
-static atomic_uint ub_count;			 /* entries in the table */
+static atomic_uint ub_count;			/* entries in the table */
 
 static uint64_t ub_hash(const char *region, const void *key, size_t klen)
 {
@@ -456,7 +470,8 @@ int rfs_unborn_settle_locked(const char *region, const void *key, size_t klen)
 		u->version = m.version;
 		ub_remove_locked(u, UB_BORN);
 	} else {
-		u->tried = true; /* SQLite may report NOMEM for a COMMIT that held */
+		u->tried =
+			true; /* SQLite may report NOMEM for a COMMIT that held */
 		u->state = UB_UNBORN;
 		pthread_cond_broadcast(&ub_cond);
 	}
@@ -480,7 +495,7 @@ int rfs_unborn_settle(const char *region, const void *key, size_t klen)
 int rfs_unborn_settle_region(const char *region)
 {
 	struct rfs_unborn *u;
-	char (*keys)[REGION_MAX_KEY + 1] = NULL;
+	char(*keys)[REGION_MAX_KEY + 1] = NULL;
 	size_t *lens = NULL, n = 0, cap = 0, i, rlen = strlen(region);
 	int rc = 0;
 
@@ -492,7 +507,8 @@ int rfs_unborn_settle_region(const char *region)
 	lens = malloc(cap * sizeof(*lens));
 	for (i = 0; keys && lens && i < UB_BUCKETS; i++)
 		for (u = ub_table[i]; u && n < cap; u = u->next)
-			if (u->rlen == rlen && memcmp(u->name, region, rlen) == 0) {
+			if (u->rlen == rlen &&
+			    memcmp(u->name, region, rlen) == 0) {
 				memcpy(keys[n], u->name + rlen + 1, u->klen);
 				lens[n++] = u->klen;
 			}
@@ -600,8 +616,9 @@ int rfs_unborn_drop(struct rfs_unborn *u, uint64_t *version,
 		ub_remove_locked(u, UB_DEAD);
 	pthread_mutex_unlock(&ub_mu);
 	if (unborn) {
-		if (tried && store_stat(rfs.st, region, key, u->klen, &last) ==
-				     0 && last.size == 0 &&
+		if (tried &&
+		    store_stat(rfs.st, region, key, u->klen, &last) == 0 &&
+		    last.size == 0 &&
 		    delete_store(region, key, u->klen, &last.version) != 0)
 			rfs_log(RFS_LOG_WARNING,
 				"%s/%s: created, but no write to it was "
@@ -624,20 +641,6 @@ void rfs_unborn_free(struct rfs_unborn *u)
 		ub_remove_locked(u, UB_DEAD);
 	pthread_mutex_unlock(&ub_mu);
 	free(u);
-}
-
-/*
- * coherence = strict: once a change is committed and every lock of the
- * write dropped (the wait can last a lease: nothing may stall behind it),
- * waits until every other live mount has applied it
- * (store_wait_applied(), bounded; counted in the store's stats).
- */
-static void strict_wait(const char *region)
-{
-	struct rfs_perms p;
-
-	if (rfs_region_perms(region, &p) && p.strict)
-		store_wait_applied(rfs.st);
 }
 
 /* ---- the operations ------------------------------------------------------- */

@@ -970,8 +970,7 @@ int rfs_commit_create(const char *region, const char *key, size_t klen,
  */
 int rfs_unborn_settle(const char *region, const void *key, size_t klen);
 /* rfs_unborn_settle() with the name's lock held (shared or exclusive). */
-int rfs_unborn_settle_locked(const char *region, const void *key,
-			     size_t klen);
+int rfs_unborn_settle_locked(const char *region, const void *key, size_t klen);
 int rfs_unborn_settle_region(const char *region);
 /* rfs_unborn_settle() of u's name, by u's writer (a flush before any write). */
 int rfs_unborn_settle_own(struct rfs_unborn *u);

@@ -978,8 +978,8 @@ static void rfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 	if (!rc && id.kind == RFS_I_KEY && atomic_load(&rfs.draining))
 		rc = -ESHUTDOWN; /* SIGTERM: waiting for writers to close */
 	else if (!rc && ino >= RFS_INO_DYNAMIC && id.kind == RFS_I_KEY)
-		rc = open_key(fuse_req_ctx(req)->pid, ino, &id, fi->flags,
-			      NULL, false, &h);
+		rc = open_key(fuse_req_ctx(req)->pid, ino, &id, fi->flags, NULL,
+			      false, &h);
 	else if (!rc && !(rc = vfile_kind(ino, &id, &kind)))
 		rc = open_virtual(kind, id.region, fi->flags, &h);
 	if (rc) {

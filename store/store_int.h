@@ -143,7 +143,7 @@ struct store {
 	atomic_uint_fast64_t errs[STORE_ERR_NKINDS]; /* relaxed counters */
 #ifndef NDEBUG
 	atomic_uintptr_t ranges_owner; /* ranges_lock holder's token, or 0 */
-	uintptr_t writer_token; /* L: lock; the thread running the batch
+	uintptr_t writer_token;	       /* L: lock; the thread running the batch
 				 * (busy), or the last one; 0 before any */
 #endif
 };
