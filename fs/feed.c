@@ -12,7 +12,8 @@
  * memory, woken by an inotify watch on the database's directory: any
  * commit, by anyone, writes the -wal file, so the thread polls right after
  * it (no sooner than FEED_GAP_MS after its previous poll, so a burst of
- * commits, ours included, costs one poll), and at least every
+ * commits, ours included, costs one poll; up to FEED_GAP_MAX_MS while
+ * only our own commits come, adapt_gap()), and at least every
  * FEED_SAFETY_MS in case an event is missed. Without a watch (inotify
  * unavailable), and while the store fails, it polls every FEED_POLL_MS.
  * The cursor starts at store_changes_head(), taken
@@ -167,6 +168,7 @@
 #define FEED_STALE_MS  RFS_FEED_STALE_MS
 #define FEED_BULK_MS   RFS_FEED_BULK_MS
 #define FEED_BELL_MS   250 /* with a doorbell: replay at least this often */
+#define FEED_GAP_MAX_MS 16 /* the gap while only our own writes come */
 
 /* The feed thread's own state. */
 struct feed_state {
@@ -179,6 +181,8 @@ struct feed_state {
 	uint64_t bulk_t0;   /* start of a backlog (>= 1 batch); 0: none */
 	uint64_t bulk_n;    /* changes read in that backlog */
 	bool lost;	    /* the database file was deleted or replaced */
+	unsigned gap_ms;    /* the gap before the next poll (file_wait) */
+	uint64_t own_seen;  /* own_writes() at the last poll */
 };
 
 /* One store_changes() call: what the callback needs and counts. */
@@ -377,6 +381,35 @@ static int poll_head(struct feed_state *s)
 	return 0;
 }
 
+/* Changes of the store this mount made so far (commit.c counts them). */
+static uint64_t own_writes(void)
+{
+	return rfs_counter(RFS_C_COMMITS) + rfs_counter(RFS_C_UNLINKS) +
+	       rfs_counter(RFS_C_RENAMES);
+}
+
+/*
+ * The gap before the next poll after a database event: FEED_GAP_MS, and
+ * twice the last one (up to FEED_GAP_MAX_MS) after a poll that found no
+ * outside change while this mount was writing: the events were our own
+ * commits, which need no poll (the write path invalidated them), and a
+ * burst of them then wakes the thread once per gap, not once per 2 ms.
+ * An outside change among them shows after at most FEED_GAP_MAX_MS and a
+ * poll (the bound stays 100 ms), and the first poll that finds one, or
+ * finds this mount idle, brings the gap back to FEED_GAP_MS.
+ */
+static void adapt_gap(struct feed_state *s, const struct feed_batch *b)
+{
+	uint64_t own = own_writes();
+
+	if (b->calls == 0 && own != s->own_seen)
+		s->gap_ms = s->gap_ms * 2 < FEED_GAP_MAX_MS ? s->gap_ms * 2
+							 : FEED_GAP_MAX_MS;
+	else
+		s->gap_ms = FEED_GAP_MS;
+	s->own_seen = own;
+}
+
 /*
  * One poll: applies at most FEED_BATCH changes. Returns true if it
  * stopped at that bound (more may be waiting: poll again at once).
@@ -411,6 +444,7 @@ static bool feed_poll(struct feed_state *s)
 	}
 	if (s->err_since)
 		poll_recovered(s, now);
+	adapt_gap(s, &b);
 	if (b.calls >= FEED_BATCH || s->bulk_t0)
 		bulk_progress(s, &b, t0, now);
 	if (b.calls < FEED_BATCH) {
@@ -472,8 +506,8 @@ static bool db_event(int fd)
 
 /*
  * Waits for the next poll: a database event (but no sooner than
- * FEED_GAP_MS after the last poll started, so a burst of commits, ours
- * included, costs one poll), FEED_SAFETY_MS at most, or rfs_feed_stop().
+ * the gap after the last poll started: FEED_GAP_MS, longer while only our
+ * own commits come, adapt_gap()), FEED_SAFETY_MS at most, or rfs_feed_stop().
  * Without a watch, or while the store fails, every FEED_POLL_MS.
  */
 /*
@@ -519,7 +553,7 @@ static void file_wait(const struct feed_state *s, uint64_t started)
 	int period =
 		feed.wfd < 0 || s->err_since ? FEED_POLL_MS : FEED_SAFETY_MS;
 	uint64_t deadline = started + (uint64_t)period * 1000000ULL;
-	uint64_t gap_end = started + FEED_GAP_MS * 1000000ULL;
+	uint64_t gap_end = started + (uint64_t)s->gap_ms * 1000000ULL;
 
 	for (;;) {
 		uint64_t now = rfs_mono_ns();
@@ -572,6 +606,7 @@ static void feed_init(void)
 	int rc;
 
 	memset(s, 0, sizeof(*s));
+	s->gap_ms = FEED_GAP_MS;
 	atomic_store(&feed.stop, false);
 	s->clean_ns = rfs_mono_ns();
 	rc = store_changes_head(rfs.st, &s->cursor);

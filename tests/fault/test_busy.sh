@@ -112,12 +112,15 @@ rfs_ok "lock held: create, overwrite, rename, unlink waited $ms ms and failed wi
 # the outside writer holding the lock writes nothing).
 napping()
 {
-	local t
-	for t in /proc/"$RFS_PID"/task/*; do
-		case $(cat "$t/comm" 2>/dev/null) in
+	local t comm wchan
+	for t in /proc/"$RFS_PID"/task/*; do # read, not cat: no fork per thread
+		read -r comm <"$t/comm" 2>/dev/null || continue
+		case $comm in
 		regionfs-feed | regionfs-bg | regionfs-cfg) continue ;;
 		esac
-		case $(cat "$t/wchan" 2>/dev/null) in
+		wchan=
+		read -r wchan <"$t/wchan" 2>/dev/null # no newline: read says 1
+		case $wchan in
 		*nanosleep*) return 0 ;;
 		esac
 	done
