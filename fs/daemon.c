@@ -14,7 +14,8 @@
  *
  * The background thread wakes every 100 ms: region_sweep() with a bounded
  * budget on every region (expired entries and the excess left by a
- * shrink; the sweep resumes where it stopped), store_changes_prune() every
+ * shrink; the sweep resumes where it stopped), a step of carrying the
+ * entries of caches a reload recreated into the new ones (carry.c), store_changes_prune() every
  * minute (feed rows older than FEED_MAX_AGE_MS; the only place that
  * prunes; with it malloc_trim()), and a pending reload. It also ends the session on
  * SIGTERM/SIGINT (see handle_exit()). The change feed itself is read by
@@ -96,6 +97,9 @@ static void notify_names(const struct rfs_table *a, const struct rfs_table *b)
  * permissions itself with default_permissions) gets the new attributes.
  * That takes every cached key entry below with it (d_invalidate() drops
  * the subtree), so the keys' new attributes come with their next lookup.
+ * The same when a region became coherence = strict: its keys' entries,
+ * cached for a day while it was bounded, must not outlive the switch
+ * (strict keys are not cached by the kernel at all, ops.c).
  */
 static void notify_perms(const struct rfs_table *old, const struct rfs_table *t)
 {
@@ -107,7 +111,8 @@ static void notify_perms(const struct rfs_table *old, const struct rfs_table *t)
 
 		if (!o ||
 		    (o->cfg.owner == n->owner && o->cfg.group == n->group &&
-		     o->cfg.mode == n->mode && o->cfg.dir_mode == n->dir_mode))
+		     o->cfg.mode == n->mode && o->cfg.dir_mode == n->dir_mode &&
+		     o->cfg.coherence == n->coherence))
 			continue;
 		fuse_lowlevel_notify_inval_entry(rfs.se, RFS_INO_ROOT, n->name,
 						 strlen(n->name));
@@ -153,6 +158,7 @@ int rfs_reload_apply(struct config *c)
 	}
 	rfs_log(RFS_LOG_NOTICE, "reloaded %s: generation %llu, %zu regions",
 		rfs.config_path, (unsigned long long)gen, c->nregions);
+	rfs_carry_start(old, t); /* recreated caches: carry.c */
 	rfs_table_unref(old);
 	rfs_table_unref(t);
 	return 0;
@@ -339,6 +345,33 @@ static void drain(int fd)
 		;
 }
 
+#ifdef __GLIBC__
+/*
+ * malloc_trim(0), timed: it walks every arena's free chunks with the
+ * arena locked, so a worker that allocates meanwhile waits for it; the
+ * stats show how long it takes (malloc_trim_last_us, _max_us), and a
+ * trim of TRIM_SLOW_US or more is logged.
+ */
+#define TRIM_SLOW_US 100000
+
+static void trim(void)
+{
+	uint64_t t0 = rfs_mono_ns(), us, max;
+
+	malloc_trim(0);
+	us = (rfs_mono_ns() - t0) / 1000;
+	atomic_store(&rfs.trim_last_us, us);
+	atomic_fetch_add(&rfs.trim_total_us, us);
+	atomic_fetch_add(&rfs.trims, 1);
+	max = atomic_load(&rfs.trim_max_us); /* only this thread writes it */
+	if (us > max)
+		atomic_store(&rfs.trim_max_us, us);
+	if (us >= TRIM_SLOW_US)
+		rfs_log(RFS_LOG_WARNING, "malloc_trim(0) took %llu ms",
+			(unsigned long long)(us / 1000));
+}
+#endif
+
 /* One pass of periodic work; returns the poll timeout until the next. */
 static int bg_work(uint64_t *next_tick, uint64_t *next_prune,
 		   uint64_t *reload_at, bool exiting)
@@ -352,6 +385,8 @@ static int bg_work(uint64_t *next_tick, uint64_t *next_prune,
 	}
 	if (now >= *next_tick) {
 		sweep_all();
+		if (!exiting)
+			rfs_carry_step();
 		*next_tick = now + TICK_MS;
 	}
 	if (now >= *next_prune) {
@@ -370,7 +405,7 @@ static int bg_work(uint64_t *next_tick, uint64_t *next_prune,
 		 * Measured (tests/soak): without it RSS kept creeping by
 		 * 1-4 MiB in 15 minutes while the memory in use stayed flat.
 		 */
-		malloc_trim(0);
+		trim();
 #endif
 	}
 	timeout = (int)(*next_tick - now);
@@ -488,6 +523,7 @@ void rfs_bg_stop(void)
 	}
 	pthread_join(bg.thread, NULL);
 	bg.running = false;
+	rfs_carry_stop();
 	/* a loader stuck in a read keeps its fds: it may still use them */
 	if (rfs_cfgload_stop() && bg.ifd >= 0)
 		close(bg.ifd);

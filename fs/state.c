@@ -29,8 +29,10 @@
  * before a commit whose E2 went to the old one.
  *
  * Building a table (a reload, daemon.c): new regions are created, a region
- * whose stripes or strategy changed is recreated (its cache starts cold),
- * others get region_set_limits() and keep their cache.
+ * whose stripes or strategy changed is recreated (its entries are carried
+ * over in the background by carry.c, its counters go on in
+ * rfs_region.carried), others get region_set_limits() and keep their
+ * cache.
  *
  * Counters: struct rfs_counters (virtual.h) lives in COUNTER_SLOTS
  * per-thread slots, each on its own cache lines, added with relaxed atomics
@@ -347,6 +349,7 @@ bool rfs_region_perms(const char *name, struct rfs_perms *out)
 	out->mode = cr.mode;
 	out->dir_mode = cr.dir_mode;
 	out->read_only = cr.read_only;
+	out->strict = cr.coherence == CONFIG_COHERENCE_STRICT;
 	return found;
 }
 
@@ -419,21 +422,33 @@ static struct rfs_table *table_alloc(size_t n)
 	return t;
 }
 
+bool rfs_carry_possible(const struct config_region *from,
+			const struct config_region *to)
+{
+	return !from->lim.ttl_ms && !from->lim.tti_ms && !to->lim.ttl_ms &&
+	       !to->lim.tti_ms;
+}
+
 /*
  * The engine region for cr: the old one when its limits can be applied
  * live (*applied set, so a failed build can restore them), else a new one.
+ * *carried: the counters the new table's region starts from (old's, plus
+ * old's cache's when it is recreated).
  */
 static int region_for(const struct config_region *cr,
 		      const struct rfs_region *old, bool *applied,
-		      struct region **out)
+		      struct region_stats *carried, struct region **out)
 {
 	const char *why;
 	struct region_stats st, now;
+	bool carry;
 	int rc;
 
 	*applied = false;
+	memset(carried, 0, sizeof(*carried));
 	if (!old)
 		return region_create(cr->name, &cr->lim, out);
+	*carried = old->carried;
 	if (old->cfg.lim.nstripes != cr->lim.nstripes)
 		why = "its stripes changed";
 	else if (old->cfg.lim.strategy != cr->lim.strategy)
@@ -445,22 +460,29 @@ static int region_for(const struct config_region *cr,
 	} else
 		why = "the new limits leave too few entries for each of its "
 		      "stripes";
-	/* a fresh (cold) cache; never silent: logged and counted (the
-	 * counters of the new cache start from 0) */
+	/* a new cache; never silent: logged and counted. Its entries come
+	 * over in the background (carry.c) unless ttl or tti forbid it;
+	 * its counters go on from the old cache's */
 	rc = region_create(cr->name, &cr->lim, out);
-	if (rc == 0) {
-		region_stats(old->r, &st);
-		region_stats(*out, &now);
-		rfs_log(RFS_LOG_NOTICE,
-			"region %s: cache recreated cold at the reload (%s): "
-			"%llu cached entries dropped, counters restarted, "
-			"%llu stripes now (were %llu)",
-			cr->name, why, (unsigned long long)st.entries,
-			(unsigned long long)now.nstripes,
-			(unsigned long long)st.nstripes);
-		atomic_fetch_add(&rfs.cache_rebuilds, 1);
-	}
-	return rc;
+	if (rc)
+		return rc;
+	region_stats(old->r, &st);
+	region_stats(*out, &now);
+	rfs_region_counters_add(carried, &st);
+	carry = rfs_carry_possible(&old->cfg, cr);
+	rfs_log(RFS_LOG_NOTICE,
+		"region %s: cache recreated%s at the reload (%s): %s%llu "
+		"cached entries %s, counters kept, %llu stripes now (were "
+		"%llu)",
+		cr->name, carry ? "" : " cold", why, carry ? "its " : "",
+		(unsigned long long)st.entries,
+		carry ? "are carried over in the background"
+		      : "dropped (with ttl or tti set, an entry's age cannot "
+			"come over)",
+		(unsigned long long)now.nstripes,
+		(unsigned long long)st.nstripes);
+	atomic_fetch_add(&rfs.cache_rebuilds, 1);
+	return 0;
 }
 
 /* Restores the limits region_for() applied to the old regions. */
@@ -486,6 +508,7 @@ static int table_build(const struct config *c, const struct rfs_table *old,
 {
 	struct rfs_table *t = table_alloc(c->nregions);
 	bool *applied = calloc(c->nregions ? c->nregions : 1, sizeof(bool));
+	struct region_stats carried;
 	struct region *r;
 	size_t i;
 	int rc = -ENOMEM;
@@ -496,7 +519,8 @@ static int table_build(const struct config *c, const struct rfs_table *old,
 	for (i = 0; i < c->nregions; i++) {
 		const struct config_region *cr = &c->regions[i];
 
-		rc = region_for(cr, table_find(old, cr->name), &applied[i], &r);
+		rc = region_for(cr, table_find(old, cr->name), &applied[i],
+				&carried, &r);
 		if (rc) {
 			snprintf(err, errlen, "%s:%u: region %s: %s",
 				 rfs.config_path, cr->line, cr->name,
@@ -507,6 +531,7 @@ static int table_build(const struct config *c, const struct rfs_table *old,
 		rc = -ENOMEM;
 		if (!t->v[i])
 			goto out;
+		t->v[i]->carried = carried;
 		t->n = i + 1;
 	}
 	memcpy(t->byname, t->v, t->n * sizeof(*t->v));

@@ -23,6 +23,11 @@ void rfs_counters_sum(struct rfs_counters *out)
 	out->config_reloads = atomic_load(&rfs.reloads);
 	out->config_failures = atomic_load(&rfs.reload_failures);
 	out->config_cache_rebuilds = atomic_load(&rfs.cache_rebuilds);
+	out->config_cache_carried = rfs_carry_count();
+	out->malloc_trims = atomic_load(&rfs.trims);
+	out->malloc_trim_last_us = atomic_load(&rfs.trim_last_us);
+	out->malloc_trim_max_us = atomic_load(&rfs.trim_max_us);
+	out->malloc_trim_us = atomic_load(&rfs.trim_total_us);
 	rfs_feed_counters(&out->feed_changes, &out->feed_lag_ms);
 	out->feed_poll_age_ms = rfs_feed_poll_age_ms();
 	rfs_mem_counters(out);
@@ -50,6 +55,7 @@ int rfs_view_build(struct rfs_view_hold *h)
 	for (i = 0; i < h->t->n; i++) {
 		h->rv[i].cfg = &h->t->v[i]->cfg;
 		h->rv[i].region = h->t->v[i]->r;
+		h->rv[i].carried = &h->t->v[i]->carried;
 	}
 	v->regions = h->rv;
 	v->nregions = h->t->n;

@@ -194,6 +194,8 @@ static void sample_region(const struct rfs_view *v, size_t i, struct rsnap *out)
 	memset(out, 0, sizeof(*out));
 	if (rv->region) {
 		region_stats(rv->region, &out->s);
+		if (rv->carried)
+			rfs_region_counters_add(&out->s, rv->carried);
 		region_limits_get(rv->region, &out->lim);
 		name = region_name(rv->region);
 	} else if (rv->cfg) {
@@ -666,12 +668,16 @@ static void prom_daemon(struct outbuf *o, const struct rfs_view *v)
 			const char *type =
 				f->type == RFS_GAUGE ? "gauge" : "counter";
 
-			if ((f->unit == RFS_UNIT_MS) != ms)
+			if ((f->unit != RFS_UNIT_COUNT) != ms)
 				continue;
 			prom_family(o, f->prom, type, f->help);
-			if (ms)
+			if (f->unit == RFS_UNIT_MS)
 				out_printf(o, "%s %" PRIu64 ".%03" PRIu64 "\n",
 					   f->prom, val / 1000u, val % 1000u);
+			else if (f->unit == RFS_UNIT_US)
+				out_printf(o, "%s %" PRIu64 ".%06" PRIu64 "\n",
+					   f->prom, val / 1000000u,
+					   val % 1000000u);
 			else
 				out_printf(o, "%s %" PRIu64 "\n", f->prom, val);
 		}

@@ -35,8 +35,9 @@
  *   ID     the enum rfs_ctr index of a SLOT number, else NONE
  *   field  the field of struct rfs_counters (uint64_t)
  *   type   RFS_COUNTER or RFS_GAUGE
- *   unit   RFS_UNIT_COUNT, or RFS_UNIT_MS (milliseconds: metrics.prom
+ *   unit   RFS_UNIT_COUNT, RFS_UNIT_MS (milliseconds: metrics.prom
  *          shows seconds with three decimals, after the other families)
+ *          or RFS_UNIT_US (microseconds: seconds with six decimals)
  *   line   its line in the global stats file
  *   prom   its metrics.prom family
  *   help   the family's HELP text
@@ -95,10 +96,33 @@
 	X(RFS_SRC_OTHER, NONE, config_cache_rebuilds, RFS_COUNTER,             \
 	  RFS_UNIT_COUNT, "config_cache_rebuilds",                             \
 	  "regionfs_config_cache_rebuilds_total",                              \
-	  "Region caches a reload recreated cold (logged with the reason).")   \
+	  "Region caches a reload recreated (logged with the reason).")        \
+	X(RFS_SRC_OTHER, NONE, config_cache_carried, RFS_COUNTER,              \
+	  RFS_UNIT_COUNT, "config_cache_carried",                              \
+	  "regionfs_config_cache_carried_total",                               \
+	  "Cached entries carried over into caches a reload recreated.")       \
+	X(RFS_SRC_OTHER, NONE, malloc_trims, RFS_COUNTER, RFS_UNIT_COUNT,      \
+	  "malloc_trims", "regionfs_malloc_trims_total",                       \
+	  "Calls of malloc_trim(0) (once a minute).")                          \
+	X(RFS_SRC_OTHER, NONE, malloc_trim_last_us, RFS_GAUGE, RFS_UNIT_US,    \
+	  "malloc_trim_last_us", "regionfs_malloc_trim_last_seconds",          \
+	  "Time the last malloc_trim(0) took.")                                \
+	X(RFS_SRC_OTHER, NONE, malloc_trim_max_us, RFS_GAUGE, RFS_UNIT_US,     \
+	  "malloc_trim_max_us", "regionfs_malloc_trim_max_seconds",            \
+	  "Longest time a malloc_trim(0) took since the mount.")               \
+	X(RFS_SRC_OTHER, NONE, malloc_trim_us, RFS_COUNTER, RFS_UNIT_US,       \
+	  "malloc_trim_us", "regionfs_malloc_trim_seconds_total",              \
+	  "Time spent in malloc_trim(0) since the mount.")                     \
 	X(RFS_SRC_OTHER, NONE, mem_values_bytes, RFS_GAUGE, RFS_UNIT_COUNT,    \
 	  "memory_values_bytes", "regionfs_memory_values_bytes",               \
 	  "Bytes of all values in memory: cached, or pinned by open files.")   \
+	X(RFS_SRC_OTHER, NONE, mem_pinned_bytes, RFS_GAUGE, RFS_UNIT_COUNT,    \
+	  "memory_pinned_bytes", "regionfs_memory_pinned_bytes",               \
+	  "Bytes of the values files open for reading hold, each value once "  \
+	  "(cached or not).")                                                  \
+	X(RFS_SRC_OTHER, NONE, mem_pinned_values, RFS_GAUGE, RFS_UNIT_COUNT,   \
+	  "memory_pinned_values", "regionfs_memory_pinned_values",             \
+	  "Distinct values files open for reading hold.")                      \
 	X(RFS_SRC_OTHER, NONE, mem_wbuf_bytes, RFS_GAUGE, RFS_UNIT_COUNT,      \
 	  "memory_write_buffer_bytes", "regionfs_memory_write_buffer_bytes",   \
 	  "Bytes of the write buffers of files open for writing.")             \
@@ -122,6 +146,7 @@ enum rfs_counter_type {
 enum rfs_counter_unit {
 	RFS_UNIT_COUNT,
 	RFS_UNIT_MS,
+	RFS_UNIT_US,
 };
 
 /* The daemon's own counters and gauges, summed at snapshot time. */
@@ -134,7 +159,24 @@ struct rfs_counters {
 struct rfs_region_view {
 	const struct config_region *cfg; /* effective settings */
 	struct region *region;		 /* the live cache */
+	/* counters of the caches a reload replaced (added); may be NULL */
+	const struct region_stats *carried;
 };
+
+/*
+ * Adds b's counters (REGION_SRC_SLOT and _DERIVED, and sketch_resets) to
+ * a's; the gauges stay a's.
+ */
+static inline void rfs_region_counters_add(struct region_stats *a,
+					   const struct region_stats *b)
+{
+#define RFS_ADD_COUNTER(src, id, field, ...)                                   \
+	if (src == REGION_SRC_SLOT || src == REGION_SRC_DERIVED)               \
+		a->field += b->field;
+	REGION_STATS(RFS_ADD_COUNTER)
+#undef RFS_ADD_COUNTER
+	a->sketch_resets += b->sketch_resets;
+}
 
 /* Everything the renderers may show. Borrowed for the call. */
 struct rfs_view {

@@ -207,13 +207,13 @@ struct entry {
 			uint64_t epoch;	    /* L: stripe; retired at */
 		} retire;		    /* once unlinked */
 	};
-	_Atomic(struct entry *) hnext;	/* L: stripe; readers load acquire */
-	uint32_t gen;			/* immutable; stripe generation */
-	atomic_uchar freq;		/* P: relaxed; readers may store */
-	uint8_t queue;			/* P: L: stripe */
-	atomic_uchar dead;		/* release; set when unlinked */
-	uint8_t klen;			/* immutable; 1..REGION_MAX_KEY */
-	unsigned char key[];		/* immutable */
+	_Atomic(struct entry *) hnext; /* L: stripe; readers load acquire */
+	uint32_t gen;		       /* immutable; stripe generation */
+	atomic_uchar freq;	       /* P: relaxed; readers may store */
+	uint8_t queue;		       /* P: L: stripe */
+	atomic_uchar dead;	       /* release; set when unlinked */
+	uint8_t klen;		       /* immutable; 1..REGION_MAX_KEY */
+	unsigned char key[];	       /* immutable */
 };
 
 /* Where the value header of an entry with a klen-byte key starts. */

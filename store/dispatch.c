@@ -315,6 +315,27 @@ int store_changes_drain(struct store *st)
 	return ops->changes_drain ? ops->changes_drain(st) : 0;
 }
 
+bool store_hits_ok(struct store *st)
+{
+	const struct store_ops *ops = store__ops(st);
+
+	return ops->hits_ok ? ops->hits_ok(st) : true;
+}
+
+int store_wait_applied(struct store *st)
+{
+	const struct store_ops *ops = store__ops(st);
+
+	return ops->wait_applied ? ops->wait_applied(st) : 0;
+}
+
+int store_space(struct store *st, uint64_t *total, uint64_t *avail)
+{
+	const struct store_ops *ops = store__ops(st);
+
+	return ops->space ? ops->space(st, total, avail) : -ENOTSUP;
+}
+
 void store_stats(struct store *st, struct store_stats *out)
 {
 	store__ops(st)->stats(st, out);
@@ -325,6 +346,13 @@ bool store_file_lost(struct store *st)
 	const struct store_ops *ops = store__ops(st);
 
 	return ops->file_lost ? ops->file_lost(st) : false;
+}
+
+int store_thread_prepare(struct store *st)
+{
+	const struct store_ops *ops = store__ops(st);
+
+	return ops->thread_prepare ? ops->thread_prepare(st) : 0;
 }
 
 ssize_t store__append(char **buf, size_t *len, size_t *cap, const void *b,

@@ -204,12 +204,87 @@ grep -q '^regionfs_load_seconds_total{region="main"} [0-9.]*$' \
 grep -q 'k1' "$RFS_TMP/metrics.prom" && rfs_fail "a key name leaked into metrics"
 rfs_ok "metrics.prom passes promtool check metrics silently"
 
-# ---- a reload that recreates a cache is counted and logged --------------------
+# ---- memory that open files hold ------------------------------------------------
 
+# wait_stat NAME VALUE: until the stats line NAME is VALUE (a RELEASE
+# reaches the daemon after close() has returned), at most 10 s.
+wait_stat()
+{
+	local i v
+
+	for ((i = 0; i < 200; i++)); do
+		rfs_stat v "$V/stats" "$1"
+		[ "$v" = "$2" ] && return 0
+		sleep 0.05
+	done
+	rfs_fail "$1 is $v, not $2"
+}
+
+wait_stat memory_pinned_bytes 0
+wait_stat memory_pinned_values 0
+head -c 1000 /dev/urandom >"$M/main/p1" || rfs_fail "write main/p1"
+head -c 3000 /dev/urandom >"$M/main/p2" || rfs_fail "write main/p2"
+exec 6<"$M/main/p1" 7<"$M/main/p1" 8<"$M/main/p1" 9<"$M/main/p2"
+rfs_stat pb "$V/stats" memory_pinned_bytes
+rfs_stat pv "$V/stats" memory_pinned_values
+[ "$pb" = 4000 ] && [ "$pv" = 2 ] ||
+	rfs_fail "p1 open 3 times and p2 once pin $pb bytes in $pv values, not 4000 in 2"
+grep -qx 'regionfs_memory_pinned_bytes 4000' "$V/metrics.prom" ||
+	rfs_fail "metrics.prom: regionfs_memory_pinned_bytes is not 4000"
+head -c 2000 /dev/urandom >"$M/main/p1" || rfs_fail "overwrite main/p1"
+exec 5<"$M/main/p1"
+rfs_stat pb "$V/stats" memory_pinned_bytes
+[ "$pb" = 6000 ] || rfs_fail "the old and the new p1 and p2 pin $pb bytes, not 6000"
+exec 6<&- 7<&- 8<&-
+wait_stat memory_pinned_bytes 5000
+exec 5<&- 9<&-
+wait_stat memory_pinned_bytes 0
+wait_stat memory_pinned_values 0
+rfs_ok "memory_pinned_bytes: each value open files hold, once (4000, 6000 over an overwrite, 0 after the closes)"
+
+wait_stat memory_write_buffer_bytes 0
+exec 5>"$M/main/w1"
+head -c 5000 /dev/zero >&5 || rfs_fail "write main/w1"
+rfs_stat wb "$V/stats" memory_write_buffer_bytes
+[ "$wb" -ge 5000 ] || rfs_fail "a file open with 5000 bytes written has $wb write-buffer bytes"
+rfs_stat pb "$V/stats" memory_pinned_bytes
+[ "$pb" = 0 ] || rfs_fail "a file open for writing pins $pb bytes of values"
+exec 5>&-
+wait_stat memory_write_buffer_bytes 0
+[ "$(stat -c %s "$M/main/w1")" = 5000 ] || rfs_fail "main/w1 was not committed"
+rfs_ok "memory_write_buffer_bytes: $wb while 5000 bytes are written and open, 0 after the close"
+
+# ---- a reload that recreates a cache carries its entries over ---------------
+
+# main: 12 keys cached, its stripes change (4 -> 2): every entry comes over.
+# other: 5 keys cached, max_entries 2 (too few for 4 stripes): 2 come over.
+# tiny: 3 keys cached, its stripes change and it gets a ttl: cold.
+for i in $(seq 1 12); do
+	echo "carry $i" >"$M/main/c$i" || rfs_fail "write main/c$i"
+	cat "$M/main/c$i" >/dev/null || rfs_fail "read main/c$i"
+done
+for i in 1 2 3 4 5; do
+	echo "other $i" >"$M/other/o$i" || rfs_fail "write other/o$i"
+	cat "$M/other/o$i" >/dev/null || rfs_fail "read other/o$i"
+done
+for i in 1 2 3; do
+	echo "tiny $i" >"$M/tiny/t$i" || rfs_fail "write tiny/t$i"
+	cat "$M/tiny/t$i" >/dev/null || rfs_fail "read tiny/t$i"
+done
+R=$V/regions
+rfs_stat me0 "$R/main/stats" entries
+rfs_stat mh0 "$R/main/stats" hits
+rfs_stat mm0 "$R/main/stats" misses
+rfs_stat oe0 "$R/other/stats" entries
+rfs_stat te0 "$R/tiny/stats" entries
+[ "$me0" -ge 12 ] && [ "$oe0" -ge 5 ] && [ "$te0" -ge 3 ] ||
+	rfs_fail "before the reload: main, other, tiny cache $me0, $oe0, $te0 entries"
 rfs_stat gen0 "$V/config" generation
 rfs_stat rb0 "$V/stats" config_cache_rebuilds
+rfs_stat ca0 "$V/stats" config_cache_carried
 sed -e 's/^\[main\]$/[main]\nstripes = 2/' \
-	-e 's/^\[other\]$/[other]\nmax_entries = 2/' "$RFS_INI" >"$RFS_INI.new"
+	-e 's/^\[other\]$/[other]\nmax_entries = 2/' \
+	-e 's/^\[tiny\]$/[tiny]\nstripes = 1\nttl = 1h/' "$RFS_INI" >"$RFS_INI.new"
 mv "$RFS_INI.new" "$RFS_INI"
 kill -HUP "$RFS_PID"
 for ((i = 0; i < 200; i++)); do
@@ -219,13 +294,43 @@ for ((i = 0; i < 200; i++)); do
 done
 [ "$gen" -gt "$gen0" ] || rfs_fail "the reload did not happen"
 rfs_stat rb1 "$V/stats" config_cache_rebuilds
-[ "$rb1" -eq $((rb0 + 2)) ] ||
-	rfs_fail "config_cache_rebuilds went $rb0 -> $rb1, not +2"
-grep -q "region main: cache recreated cold at the reload (its stripes changed)" \
+[ "$rb1" -eq $((rb0 + 3)) ] ||
+	rfs_fail "config_cache_rebuilds went $rb0 -> $rb1, not +3"
+grep -q "region main: cache recreated at the reload (its stripes changed): its $me0 cached entries are carried over" \
 	"$RFS_TMP/mnt.log" || rfs_fail "the rebuild of main is not logged"
-grep -q "region other: cache recreated cold at the reload (the new limits leave too few" \
+grep -q "region other: cache recreated at the reload (the new limits leave too few" \
 	"$RFS_TMP/mnt.log" || rfs_fail "the rebuild of other is not logged"
-rfs_ok "a reload that recreates a region's cache is counted and logged ($rb0 -> $rb1)"
+grep -q "region tiny: cache recreated cold at the reload (its stripes changed): $te0 cached entries dropped (with ttl or tti set" \
+	"$RFS_TMP/mnt.log" || rfs_fail "the cold rebuild of tiny is not logged"
+# the carry runs on the background thread, a step every 100 ms
+for ((i = 0; i < 200; i++)); do
+	[ "$(grep -c "carrying the cache over ended" "$RFS_TMP/mnt.log")" -ge 2 ] && break
+	sleep 0.05
+done
+grep -q "region main: carrying the cache over ended (complete): $me0 entries carried, 0 reloaded" \
+	"$RFS_TMP/mnt.log" || rfs_fail "main's carry did not end complete with $me0 entries: $(grep "region main: carrying" "$RFS_TMP/mnt.log")"
+grep -q "region other: carrying the cache over ended (the new cache is full): 2 entries carried, 0 reloaded" \
+	"$RFS_TMP/mnt.log" || rfs_fail "other's carry did not stop at 2 entries: $(grep "region other: carrying" "$RFS_TMP/mnt.log")"
+grep -q "region tiny: carrying" "$RFS_TMP/mnt.log" && rfs_fail "tiny's entries were carried despite its ttl"
+rfs_stat ca1 "$V/stats" config_cache_carried
+[ "$ca1" -eq $((ca0 + me0 + 2)) ] ||
+	rfs_fail "config_cache_carried went $ca0 -> $ca1, not +$((me0 + 2))"
+rfs_stat me1 "$R/main/stats" entries
+rfs_stat oe1 "$R/other/stats" entries
+rfs_stat te1 "$R/tiny/stats" entries
+[ "$me1" = "$me0" ] && [ "$oe1" = 2 ] && [ "$te1" = 0 ] ||
+	rfs_fail "after the carry: main, other, tiny cache $me1, $oe1, $te1 entries, not $me0, 2, 0"
+# counters go on; a carried key is a hit, and its bytes are right
+rfs_stat mh1 "$R/main/stats" hits
+rfs_stat mm1 "$R/main/stats" misses
+[ "$mh1" -ge "$mh0" ] && [ "$mm1" -eq $((mm0 + me0)) ] ||
+	rfs_fail "main's counters: hits $mh0 -> $mh1, misses $mm0 -> $mm1 (+$me0 expected: one per carried entry)"
+[ "$(cat "$M/main/c7")" = "carry 7" ] || rfs_fail "main/c7 reads '$(cat "$M/main/c7")'"
+rfs_stat mh2 "$R/main/stats" hits
+rfs_stat mm2 "$R/main/stats" misses
+[ "$mh2" -eq $((mh1 + 1)) ] && [ "$mm2" -eq "$mm1" ] ||
+	rfs_fail "reading carried main/c7: hits $mh1 -> $mh2, misses $mm1 -> $mm2"
+rfs_ok "a reload that recreates caches: main carried $me0 entries, other 2 (its new limit), tiny (ttl) none; counters kept ($rb0 -> $rb1 rebuilds)"
 
 rfs_umount
 rfs_ok "clean unmount, daemon exited 0"

@@ -254,6 +254,11 @@ static const char *const global_lines[] = {
 	"config_reloads",
 	"config_failures",
 	"config_cache_rebuilds",
+	"config_cache_carried",
+	"malloc_trims",
+	"malloc_trim_last_us",
+	"malloc_trim_max_us",
+	"malloc_trim_us",
 	"store_commits",
 	"store_rows",
 	"store_max_batch",
@@ -434,6 +439,8 @@ static void test_metrics_pass_promtool(void **state)
 
 	drive_alpha(f);
 	f->view.store.commit_ns = 1500000001;
+	f->view.counters.malloc_trim_max_us = 1234567;
+	f->view.counters.malloc_trim_last_us = 89;
 	t = render(&f->view, RFS_V_METRICS, 0, NULL);
 	assert_promtool_clean(t);
 	assert_non_null(strstr(t, "regionfs_build_info{version=\"" RFS_VERSION
@@ -447,6 +454,10 @@ static void test_metrics_pass_promtool(void **state)
 	assert_non_null(strstr(t, "regionfs_store_commit_seconds_total "
 				  "1.500000001\n"));
 	assert_non_null(strstr(t, "regionfs_config_generation 3\n"));
+	assert_non_null(strstr(t, "regionfs_malloc_trim_max_seconds "
+				  "1.234567\n"));
+	assert_non_null(strstr(t, "regionfs_malloc_trim_last_seconds "
+				  "0.000089\n"));
 	assert_non_null(
 		strstr(t, "regionfs_stored_keys{region=\"alpha\"} 0\n"));
 	/* every family is declared exactly once */

@@ -1,0 +1,167 @@
+/*
+ * loop.c - the session loop: a fixed pool of worker threads.
+ *
+ * libfuse's multi-threaded loop (fuse_session_loop_mt) starts with one
+ * worker and starts another whenever every worker is busy, up to
+ * max_threads; since libfuse 3.12 it never stops one (max_idle_threads
+ * -1). So the daemon's threads, and with them the SQLite read connections
+ * the workers open at their first read (2 fds and a page cache of up to
+ * 2 MiB each, store/sqlite.c), grow with the highest concurrency the
+ * mount has met so far, at any time: the 60 s soak on a loaded machine
+ * went from 14 to 16 threads and from 35 to 39 fds after its warm-up.
+ * Bounded, but an operator (or a soak) cannot tell that from a leak, and
+ * the memory a mount needs depends on its history.
+ *
+ * Here the pool is fixed instead: max_threads workers (-o max_threads,
+ * libfuse's default 10) start with the loop, each opens its read
+ * connection before it takes its first request (store_thread_prepare),
+ * and all stay until the session ends. Threads and fds are then a
+ * function of the configuration, not of the load, from the first request
+ * on. The cost is max_threads idle threads on a quiet mount (their stacks
+ * are mostly untouched virtual memory) and no more than max_threads
+ * requests served at once, as before.
+ *
+ * A worker does what libfuse's does (fuse_loop_mt.c), minus the growth:
+ * receive a request with cancellation enabled, process it with
+ * cancellation disabled. The calling thread sleeps on a semaphore until
+ * the session has exited: a worker posts it when it leaves (the device
+ * was unmounted, or an error), and a signal interrupts the wait
+ * (daemon.c's handle_exit() kicks this thread until rfs_loop_done()).
+ * Then it cancels the workers, which can only be waiting in read(), joins
+ * them and frees their buffers.
+ *
+ * -o clone_fd needs libfuse's private channels, so with it the loop stays
+ * libfuse's (growing) one; -s serves in the calling thread alone.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <semaphore.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs.h"
+
+struct worker {
+	pthread_t thread;
+	struct fuse_buf buf; /* the request buffer; freed after the join */
+};
+
+static struct {
+	struct fuse_session *se;
+	sem_t finish;	   /* a worker left its loop */
+	_Atomic int error; /* the first receive error (-errno), or 0 */
+} pool;
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	int rc;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	rc = store_thread_prepare(rfs.st);
+	if (rc)
+		rfs_log(RFS_LOG_WARNING,
+			"worker: opening its read connection: %s (retried at "
+			"its first read)",
+			strerror(-rc));
+	while (!fuse_session_exited(pool.se)) {
+		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+		rc = fuse_session_receive_buf(pool.se, &w->buf);
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+		if (rc == -EINTR)
+			continue;
+		if (rc <= 0) { /* 0: unmounted (libfuse has exited the se) */
+			if (rc < 0) {
+				int none = 0;
+
+				atomic_compare_exchange_strong(&pool.error,
+							       &none, rc);
+				fuse_session_exit(pool.se);
+			}
+			break;
+		}
+		fuse_session_process_buf(pool.se, &w->buf);
+	}
+	sem_post(&pool.finish);
+	return NULL;
+}
+
+/* Starts up to n workers; returns how many started (*err: the failure). */
+static unsigned start_workers(struct worker *w, unsigned n, int *err)
+{
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		*err = rfs_thread_spawn(&w[i].thread, worker_main, &w[i],
+					"regionfs-fuse");
+		if (*err)
+			break;
+	}
+	return i;
+}
+
+/* The fixed pool: 0, or -errno (no worker could start, or a receive). */
+static int run_pool(struct fuse_session *se, unsigned n)
+{
+	struct worker *w = calloc(n, sizeof(*w));
+	unsigned started, i;
+	int err = 0;
+
+	if (!w)
+		return -ENOMEM;
+	pool.se = se;
+	atomic_store(&pool.error, 0);
+	if (sem_init(&pool.finish, 0, 0)) {
+		free(w);
+		return -errno;
+	}
+	started = start_workers(w, n, &err);
+	if (started < n)
+		rfs_log(started ? RFS_LOG_WARNING : RFS_LOG_ERR,
+			"starting worker threads: %s (%u of %u started)",
+			strerror(-err), started, n);
+	if (started) {
+		err = 0;
+		/* sem_wait() returns early on a signal: look again */
+		while (!fuse_session_exited(se))
+			sem_wait(&pool.finish);
+		for (i = 0; i < started; i++)
+			pthread_cancel(w[i].thread);
+		for (i = 0; i < started; i++)
+			pthread_join(w[i].thread, NULL);
+		err = atomic_load(&pool.error);
+	}
+	for (i = 0; i < n; i++)
+		free(w[i].buf.mem);
+	free(w);
+	sem_destroy(&pool.finish);
+	fuse_session_reset(se);
+	return err;
+}
+
+/* libfuse's own loop, for -o clone_fd (see the note at the top). */
+static int run_libfuse(struct fuse_session *se,
+		       const struct fuse_cmdline_opts *cmd)
+{
+	struct fuse_loop_config *lc = fuse_loop_cfg_create();
+	int rc;
+
+	if (!lc)
+		return -ENOMEM;
+	fuse_loop_cfg_set_clone_fd(lc, cmd->clone_fd);
+	if (cmd->max_idle_threads != UINT_MAX) /* UINT_MAX: the default */
+		fuse_loop_cfg_set_idle_threads(lc, cmd->max_idle_threads);
+	fuse_loop_cfg_set_max_threads(lc, cmd->max_threads);
+	rc = fuse_session_loop_mt(se, lc);
+	fuse_loop_cfg_destroy(lc);
+	return rc;
+}
+
+int rfs_loop_run(struct fuse_session *se, const struct fuse_cmdline_opts *cmd)
+{
+	if (cmd->singlethread)
+		return fuse_session_loop(se);
+	if (cmd->clone_fd)
+		return run_libfuse(se, cmd);
+	return run_pool(se, cmd->max_threads ? cmd->max_threads : 1);
+}
