@@ -1,7 +1,7 @@
 /*
  * commit.c - the write protocol, in one place: every change of a key's
- * row that the daemon makes (a write handle's commit, create's empty
- * value, truncate(2) of a path, unlink, rename) goes through here, and so
+ * row that the daemon makes (a write handle's commit, an unborn key's
+ * empty row, truncate(2) of a path, unlink, rename) goes through here, and so
  * does the order between two changes of one name.
  *
  * The protocol (DESIGN.md "The write path"): E1 = region_invalidate(),
@@ -34,7 +34,8 @@
  * key):
  *   exclusive  unlink (stat, E1, delete, E2, inodes gone), rename (both
  *              names, in stripe order: stat, E1, rename, E2, inodes
- *              moved), create (stat, empty value, the writer's inode),
+ *              moved), create (stat, the unborn name, the writer's
+ *              inode),
  *              truncate(2) of a path (load, resize, E1, put, E2: a
  *              read-modify-write that must not lose a close() between
  *              its load and its put);
@@ -262,6 +263,13 @@ static void changed(const char *region, const void *key, size_t klen)
 	rfs_kinval_key(region, key, klen);
 }
 
+static int put_meta_locked(struct rfs_region *rr, const char *region,
+			   const void *key, size_t klen, const void *data,
+			   size_t len, unsigned flags, bool notify,
+			   struct store_meta *meta);
+static int delete_store(const char *region, const void *key, size_t klen,
+			const uint64_t *version);
+
 /*
  * E1, store_put, E2 of one value in rr (write_begin(); NULL: a region
  * that is gone, only the store). The name lock is held. notify: tell the
@@ -271,11 +279,21 @@ static int put_locked(struct rfs_region *rr, const char *region,
 		      const void *key, size_t klen, const void *data,
 		      size_t len, unsigned flags, bool notify)
 {
+	return put_meta_locked(rr, region, key, klen, data, len, flags, notify,
+			       NULL);
+}
+
+/* put_locked(), and *meta (may be NULL) gets the committed row. */
+static int put_meta_locked(struct rfs_region *rr, const char *region,
+			   const void *key, size_t klen, const void *data,
+			   size_t len, unsigned flags, bool notify,
+			   struct store_meta *meta)
+{
 	char esc[RFS_ESC_LEN];
 	int rc;
 
 	evict(rr, key, klen); /* E1 */
-	rc = store_put(rfs.st, region, key, klen, data, len, flags, NULL);
+	rc = store_put(rfs.st, region, key, klen, data, len, flags, meta);
 	evict(rr, key, klen); /* E2 */
 	if (rc == 0) {
 		rfs_count(RFS_C_COMMITS, 1);
@@ -287,6 +305,339 @@ static int put_locked(struct rfs_region *rr, const char *region,
 	rfs_log(RFS_LOG_ERR, "commit %s/%s (%zu bytes): %s", region,
 		rfs_escape(key, klen, esc), len, strerror(-rc));
 	return rc;
+}
+
+/*
+ * coherence = strict: once a change is committed and every lock of the
+ * write dropped (the wait can last a lease: nothing may stall behind it),
+ * waits until every other live mount has applied it
+ * (store_wait_applied(), bounded; counted in the store's stats).
+ */
+static void strict_wait(const char *region)
+{
+	struct rfs_perms p;
+
+	if (rfs_region_perms(region, &p) && p.strict)
+		store_wait_applied(rfs.st);
+}
+
+/* ---- unborn keys ----------------------------------------------------------- */
+
+/*
+ * A key that create() made exists at once for everyone on this mount, but
+ * its row is written only once, by its writer's first commit (close() or
+ * fsync(): one commit per create+write+close, not an empty one first).
+ * Until then the name is "unborn": the table below knows it, and whoever
+ * else needs the name's row first commits the empty row the create used
+ * to commit ("settles" it, rfs_unborn_settle()): a LOOKUP, an open of it
+ * (read or write), a listing of its region, an unlink, a rename or a
+ * truncate(2) of it, another create of it. So on this mount every
+ * opener, stat and listing sees what it saw when the create committed an
+ * empty row at once; only other mounts and outside readers of the store
+ * do not see the key until its writer's first commit (or a settle).
+ *
+ * States (L: ub_mu): UNBORN (in the table), BIRTHING (in the table; a
+ * settle or the writer's commit is storing the row: the others wait on
+ * ub_cond), BORN (out of the table: a row was committed; version is the
+ * empty row's if a settle made it, 0 if the writer's commit did) and DEAD
+ * (out of the table: the create failed or its writer's commits all
+ * failed; nothing was stored). The writer's handle owns the struct and
+ * frees it at its end (rfs_unborn_free()).
+ *
+ * Every transition out of UNBORN happens under the name's lock (shared
+ * for a settle or a commit, exclusive to drop it), so while the name is
+ * locked exclusively an unborn name is never BIRTHING, and while it is
+ * UNBORN the writer's inode has that name (renames and unlinks settle
+ * first).
+ */
+#define UB_BUCKETS 256 /* a power of two */
+
+enum ub_state { UB_UNBORN, UB_BIRTHING, UB_BORN, UB_DEAD };
+
+struct rfs_unborn {
+	struct rfs_unborn *next; /* L: ub_mu; in its bucket */
+	uint64_t hash;
+	enum ub_state state;	 /* L: ub_mu */
+	bool tried;		 /* L: ub_mu; a put of it failed: maybe stored */
+	uint64_t version;	 /* L: ub_mu; BORN by a settle: the empty row */
+	size_t rlen, klen;
+	char name[];		 /* region '\0' key '\0' */
+};
+
+static pthread_mutex_t ub_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ub_cond = PTHREAD_COND_INITIALIZER;
+static struct rfs_unborn *ub_table[UB_BUCKETS]; /* L: ub_mu */
+static atomic_uint ub_count;			 /* entries in the table */
+
+static uint64_t ub_hash(const char *region, const void *key, size_t klen)
+{
+	return rfs_name_hash(0x84222325cbf29ce4ULL, region, key, klen);
+}
+
+static bool ub_is(const struct rfs_unborn *u, uint64_t h, const char *region,
+		  size_t rlen, const void *key, size_t klen)
+{
+	return u->hash == h && u->rlen == rlen && u->klen == klen &&
+	       memcmp(u->name, region, rlen) == 0 &&
+	       memcmp(u->name + rlen + 1, key, klen) == 0;
+}
+
+/* The table's entry for the name, or NULL. ub_mu held. */
+static struct rfs_unborn *ub_find_locked(const char *region, const void *key,
+					 size_t klen)
+{
+	uint64_t h = ub_hash(region, key, klen);
+	size_t rlen = strlen(region);
+	struct rfs_unborn *u;
+
+	for (u = ub_table[h & (UB_BUCKETS - 1)]; u; u = u->next)
+		if (ub_is(u, h, region, rlen, key, klen))
+			return u;
+	return NULL;
+}
+
+/* Takes u out of the table, as state. ub_mu held. */
+static void ub_remove_locked(struct rfs_unborn *u, enum ub_state state)
+{
+	struct rfs_unborn **pp = &ub_table[u->hash & (UB_BUCKETS - 1)];
+
+	if (u->state == UB_UNBORN || u->state == UB_BIRTHING) {
+		while (*pp != u)
+			pp = &(*pp)->next;
+		*pp = u->next;
+		atomic_fetch_sub(&ub_count, 1);
+	}
+	u->state = state;
+	pthread_cond_broadcast(&ub_cond);
+}
+
+/* A new unborn name, in the table. Name lock held exclusive. */
+static struct rfs_unborn *ub_add(const char *region, const void *key,
+				 size_t klen)
+{
+	size_t rlen = strlen(region);
+	struct rfs_unborn *u = malloc(sizeof(*u) + rlen + klen + 2);
+	struct rfs_unborn **b;
+
+	if (!u)
+		return NULL;
+	u->hash = ub_hash(region, key, klen);
+	u->state = UB_UNBORN;
+	u->tried = false;
+	u->version = 0;
+	u->rlen = rlen;
+	u->klen = klen;
+	memcpy(u->name, region, rlen + 1);
+	memcpy(u->name + rlen + 1, key, klen);
+	u->name[rlen + 1 + klen] = '\0';
+	pthread_mutex_lock(&ub_mu);
+	b = &ub_table[u->hash & (UB_BUCKETS - 1)];
+	u->next = *b;
+	*b = u;
+	atomic_fetch_add(&ub_count, 1);
+	pthread_mutex_unlock(&ub_mu);
+	return u;
+}
+
+/*
+ * Commits the empty row of the name if it is unborn (waiting if someone
+ * is storing it right now). The name's lock is held (either way).
+ */
+int rfs_unborn_settle_locked(const char *region, const void *key, size_t klen)
+{
+	struct rfs_unborn *u;
+	struct rfs_region *rr;
+	struct store_meta m;
+	int rc = 0;
+
+	if (!atomic_load(&ub_count))
+		return 0;
+	pthread_mutex_lock(&ub_mu);
+	while ((u = ub_find_locked(region, key, klen)) &&
+	       u->state == UB_BIRTHING)
+		pthread_cond_wait(&ub_cond, &ub_mu);
+	if (u)
+		u->state = UB_BIRTHING;
+	pthread_mutex_unlock(&ub_mu);
+	if (!u)
+		return 0;
+	rr = write_begin(region);
+	rc = put_meta_locked(rr, region, key, klen, NULL, 0, region_flags(rr),
+			     false, &m);
+	write_end(rr);
+	pthread_mutex_lock(&ub_mu);
+	if (rc == 0) {
+		u->version = m.version;
+		ub_remove_locked(u, UB_BORN);
+	} else {
+		u->tried = true; /* SQLite may report NOMEM for a COMMIT that held */
+		u->state = UB_UNBORN;
+		pthread_cond_broadcast(&ub_cond);
+	}
+	pthread_mutex_unlock(&ub_mu);
+	return rc;
+}
+
+int rfs_unborn_settle(const char *region, const void *key, size_t klen)
+{
+	struct rfs_names l;
+	int rc;
+
+	if (!atomic_load(&ub_count))
+		return 0;
+	rfs_names_lock(&l, region, key, klen, false);
+	rc = rfs_unborn_settle_locked(region, key, klen);
+	rfs_names_unlock(&l);
+	return rc;
+}
+
+int rfs_unborn_settle_region(const char *region)
+{
+	struct rfs_unborn *u;
+	char (*keys)[REGION_MAX_KEY + 1] = NULL;
+	size_t *lens = NULL, n = 0, cap = 0, i, rlen = strlen(region);
+	int rc = 0;
+
+	if (!atomic_load(&ub_count))
+		return 0;
+	pthread_mutex_lock(&ub_mu);
+	cap = atomic_load(&ub_count);
+	keys = malloc(cap * sizeof(*keys));
+	lens = malloc(cap * sizeof(*lens));
+	for (i = 0; keys && lens && i < UB_BUCKETS; i++)
+		for (u = ub_table[i]; u && n < cap; u = u->next)
+			if (u->rlen == rlen && memcmp(u->name, region, rlen) == 0) {
+				memcpy(keys[n], u->name + rlen + 1, u->klen);
+				lens[n++] = u->klen;
+			}
+	pthread_mutex_unlock(&ub_mu);
+	if (!keys || !lens)
+		rc = -ENOMEM;
+	for (i = 0; i < n && !rc; i++)
+		rc = rfs_unborn_settle(region, keys[i], lens[i]);
+	free(keys);
+	free(lens);
+	return rc;
+}
+
+int rfs_unborn_settle_own(struct rfs_unborn *u)
+{
+	/* only u's writer ends UNBORN by a commit, and it is here: while
+	 * UNBORN, u's name is its inode's */
+	bool unborn;
+
+	if (!u)
+		return 0;
+	pthread_mutex_lock(&ub_mu);
+	unborn = u->state == UB_UNBORN || u->state == UB_BIRTHING;
+	pthread_mutex_unlock(&ub_mu);
+	return unborn ? rfs_unborn_settle(u->name, u->name + u->rlen + 1,
+					  u->klen)
+		      : 0;
+}
+
+bool rfs_unborn_is(const char *region, const void *key, size_t klen)
+{
+	bool is;
+
+	if (!atomic_load(&ub_count))
+		return false;
+	pthread_mutex_lock(&ub_mu);
+	is = ub_find_locked(region, key, klen) != NULL;
+	pthread_mutex_unlock(&ub_mu);
+	return is;
+}
+
+/*
+ * The writer's commit of u's name is about to store: true if it makes the
+ * key's row (u was UNBORN: now BIRTHING). Waits for a settle in progress.
+ * The name's lock is held.
+ */
+static bool ub_claim(struct rfs_unborn *u)
+{
+	bool mine;
+
+	if (!u)
+		return false;
+	pthread_mutex_lock(&ub_mu);
+	while (u->state == UB_BIRTHING)
+		pthread_cond_wait(&ub_cond, &ub_mu);
+	mine = u->state == UB_UNBORN;
+	if (mine)
+		u->state = UB_BIRTHING;
+	pthread_mutex_unlock(&ub_mu);
+	return mine;
+}
+
+static void ub_claimed(struct rfs_unborn *u, int rc)
+{
+	pthread_mutex_lock(&ub_mu);
+	if (rc == 0) {
+		ub_remove_locked(u, UB_BORN);
+	} else {
+		u->tried = true;
+		u->state = UB_UNBORN;
+		pthread_cond_broadcast(&ub_cond);
+	}
+	pthread_mutex_unlock(&ub_mu);
+}
+
+/*
+ * The writer's commits failed: an unborn name dies unstored (a put that
+ * failed may have stored an empty row all the same: removed if it is
+ * still empty). 0 if u was dead or unborn; -EEXIST if a settle made its
+ * empty row, whose version *version then gets.
+ */
+int rfs_unborn_drop(struct rfs_unborn *u, uint64_t *version,
+		    const struct rfs_entry_mark *mark)
+{
+	char esc[RFS_ESC_LEN];
+	const char *region, *key;
+	struct store_meta last;
+	struct rfs_names l;
+	bool tried, unborn;
+	int rc = 0;
+
+	if (!u)
+		return 0;
+	region = u->name;
+	key = u->name + u->rlen + 1;
+	rfs_names_lock(&l, region, key, u->klen, true);
+	pthread_mutex_lock(&ub_mu);
+	unborn = u->state == UB_UNBORN; /* never BIRTHING: excl. lock */
+	tried = u->tried;
+	if (u->state == UB_BORN) {
+		*version = u->version;
+		rc = -EEXIST;
+	}
+	if (unborn)
+		ub_remove_locked(u, UB_DEAD);
+	pthread_mutex_unlock(&ub_mu);
+	if (unborn) {
+		if (tried && store_stat(rfs.st, region, key, u->klen, &last) ==
+				     0 && last.size == 0 &&
+		    delete_store(region, key, u->klen, &last.version) != 0)
+			rfs_log(RFS_LOG_WARNING,
+				"%s/%s: created, but no write to it was "
+				"committed, and removing the empty key failed",
+				region, rfs_escape(key, u->klen, esc));
+		rfs_inode_unlinked(region, key, u->klen, NULL);
+		if (!entry_clean(region, key, u->klen, mark))
+			rfs_kinval_key(region, key, u->klen);
+	}
+	rfs_names_unlock(&l);
+	return rc;
+}
+
+void rfs_unborn_free(struct rfs_unborn *u)
+{
+	if (!u)
+		return;
+	pthread_mutex_lock(&ub_mu);
+	if (u->state == UB_UNBORN)
+		ub_remove_locked(u, UB_DEAD);
+	pthread_mutex_unlock(&ub_mu);
+	free(u);
 }
 
 /* ---- the operations ------------------------------------------------------- */
@@ -326,59 +677,63 @@ static int put_id(const struct rfs_ident *id, const void *data, size_t len,
 }
 
 int rfs_commit_handle(fuse_ino_t ino, const void *data, size_t len,
-		      unsigned flags, const struct rfs_entry_mark *mark)
+		      unsigned flags, const struct rfs_entry_mark *mark,
+		      struct rfs_unborn *ub)
 {
 	char esc[RFS_ESC_LEN];
 	struct rfs_names l;
 	struct rfs_ident id;
+	bool birth;
 	int rc;
 
 	rc = rfs_names_lock_ino(&l, ino, false, &id);
 	if (rc)
 		return rc;
-	if (id.gone)
+	if (id.gone) {
 		rfs_log(RFS_LOG_DEBUG, "%s/%s: unlinked while open, not stored",
 			id.region, rfs_escape(id.key, id.klen, esc));
-	else
+	} else {
+		/* the create's row and the data in one commit */
+		birth = ub_claim(ub);
 		rc = put_id(&id, data, len, flags, mark);
+		if (birth)
+			ub_claimed(ub, rc);
+	}
 	rfs_names_unlock(&l);
+	if (rc == 0 && !id.gone)
+		strict_wait(id.region);
 	return rc;
 }
 
 int rfs_commit_create(const char *region, const char *key, size_t klen,
 		      int oflags, pid_t pid, struct rfs_names *l,
-		      fuse_ino_t *ino, enum rfs_kclass *cls, bool *created)
+		      fuse_ino_t *ino, enum rfs_kclass *cls,
+		      struct rfs_unborn **created)
 {
 	struct store_meta m;
 	int rc;
 
-	*created = false;
+	*created = NULL;
 	rfs_names_lock(l, region, key, klen, true);
-	rc = store_stat(rfs.st, region, key, klen, &m);
+	/* another writer's create that has not committed yet: it exists */
+	rc = rfs_unborn_is(region, key, klen) ? 0 : -ENOENT;
+	if (rc == 0 && !(oflags & O_EXCL))
+		rc = rfs_unborn_settle_locked(region, key, klen);
+	if (rc == -ENOENT)
+		rc = store_stat(rfs.st, region, key, klen, &m);
 	if (rc == 0 && (oflags & O_EXCL))
 		rc = -EEXIST;
 	if (rc == -ENOENT) {
-		struct rfs_region *rr = write_begin(region);
-
-		rc = put_locked(rr, region, key, klen, NULL, 0,
-				region_flags(rr), false);
-		write_end(rr);
-		*created = rc == 0;
-		/*
-		 * A failed put may have committed all the same (SQLite can
-		 * report NOMEM for a COMMIT that held: measured with
-		 * tests/fault/faultinj.so): the create fails, so an empty
-		 * row of it goes again (the name stayed locked).
-		 */
-		if (rc && rc != -EROFS && rc != -ESHUTDOWN)
-			rfs_commit_create_undo(region, key, klen);
+		/* nothing is stored until the writer's first commit */
+		*created = ub_add(region, key, klen);
+		rc = *created ? 0 : -ENOMEM;
 	}
 	if (!rc)
 		rc = rfs_inode_lookup_key(region, key, klen, NULL, pid, true,
 					  ino, cls);
 	if (rc && *created) { /* no inode (ENOMEM): the create fails */
-		rfs_commit_create_undo(region, key, klen);
-		*created = false;
+		rfs_unborn_free(*created);
+		*created = NULL;
 	}
 	if (rc)
 		rfs_names_unlock(l);
@@ -424,6 +779,11 @@ int rfs_commit_truncate(fuse_ino_t ino, off_t size,
 	rc = rfs_names_lock_ino(&l, ino, true, &id);
 	if (rc)
 		return rc;
+	rc = id.gone ? 0 : rfs_unborn_settle_locked(id.region, id.key, id.klen);
+	if (rc) {
+		rfs_names_unlock(&l);
+		return rc;
+	}
 	rr = write_begin(id.region);
 	rc = !rr ? -ENOENT : (uint64_t)size > value_limit(rr) ? -EFBIG : 0;
 	if (!rc)
@@ -436,6 +796,8 @@ int rfs_commit_truncate(fuse_ino_t ino, off_t size,
 	write_end(rr);
 	rfs_names_unlock(&l);
 	free(data);
+	if (rc == 0 && !same)
+		strict_wait(id.region);
 	return rc;
 }
 
@@ -492,26 +854,27 @@ out:
 	return rc;
 }
 
-void rfs_commit_create_undo(const char *region, const char *key, size_t klen)
+/*
+ * The row the name has: from the cached value when the key is cached (it
+ * carries size, mtime and version, and the cache holds no row older than
+ * the store's but for outside changes the feed has not applied yet), else
+ * store_stat(). A peek: no hit or miss counted.
+ */
+static int last_row(const char *region, const void *key, size_t klen,
+		    struct store_meta *m)
 {
-	char esc[RFS_ESC_LEN];
-	struct store_meta last;
-	int rc;
+	struct rfs_region *rr = rfs_region_ref(region);
+	struct region_value *v;
+	bool cached = rr && region_peek(rr->r, key, klen, &v);
 
-	/* the name stayed locked since the create: the row is still ours */
-	rc = store_stat(rfs.st, region, key, klen, &last);
-	if (rc == 0 && last.size == 0)
-		rc = delete_store(region, key, klen, &last.version);
-	if (rc == 0 && last.size == 0)
-		rfs_inode_unlinked(region, key, klen, &last);
-	/* the kernel keeps the negative entry its LOOKUP made before the
-	 * failed CREATE: whatever the store holds now, it looks again */
-	rfs_kinval_key(region, key, klen);
-	if (rc && rc != -ENOENT)
-		rfs_log(RFS_LOG_WARNING,
-			"%s/%s: its create failed, and removing the empty key "
-			"it made failed too: %s",
-			region, rfs_escape(key, klen, esc), strerror(-rc));
+	rfs_region_unref(rr);
+	if (!cached)
+		return store_stat(rfs.st, region, key, klen, m);
+	m->size = region_value_len(v);
+	m->mtime_ns = region_value_mtime(v);
+	m->version = region_value_version(v);
+	region_value_unref(v);
+	return 0;
 }
 
 int rfs_commit_delete(const char *region, const void *key, size_t klen)
@@ -522,7 +885,10 @@ int rfs_commit_delete(const char *region, const void *key, size_t klen)
 	int rc;
 
 	rfs_names_lock(&l, region, key, klen, true);
-	rc = store_stat(rfs.st, region, key, klen, &last);
+	rc = rfs_unborn_settle_locked(region, key, klen);
+	/* a cached key needs no query: the delete says if it was gone */
+	if (!rc)
+		rc = last_row(region, key, klen, &last);
 	if (rc)
 		goto out;
 	rc = delete_store(region, key, klen, NULL);
@@ -535,6 +901,8 @@ int rfs_commit_delete(const char *region, const void *key, size_t klen)
 			rfs_escape(key, klen, esc), strerror(-rc));
 out:
 	rfs_names_unlock(&l);
+	if (rc == 0)
+		strict_wait(region);
 	return rc;
 }
 
@@ -565,6 +933,11 @@ int rfs_commit_rename(const char *region, const void *from, size_t flen,
 	int rc;
 
 	names_lock2(&l, region, from, flen, to, tlen);
+	rc = rfs_unborn_settle_locked(region, from, flen);
+	if (!rc)
+		rc = rfs_unborn_settle_locked(region, to, tlen);
+	if (rc)
+		goto out;
 	rc = store_stat(rfs.st, region, to, tlen, &last);
 	if (rc && rc != -ENOENT)
 		goto out;
@@ -587,5 +960,7 @@ int rfs_commit_rename(const char *region, const void *from, size_t flen,
 	}
 out:
 	rfs_names_unlock(&l);
+	if (rc == 0)
+		strict_wait(region);
 	return rc;
 }

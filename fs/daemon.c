@@ -97,6 +97,9 @@ static void notify_names(const struct rfs_table *a, const struct rfs_table *b)
  * permissions itself with default_permissions) gets the new attributes.
  * That takes every cached key entry below with it (d_invalidate() drops
  * the subtree), so the keys' new attributes come with their next lookup.
+ * The same when a region became coherence = strict: its keys' entries,
+ * cached for a day while it was bounded, must not outlive the switch
+ * (strict keys are not cached by the kernel at all, ops.c).
  */
 static void notify_perms(const struct rfs_table *old, const struct rfs_table *t)
 {
@@ -108,7 +111,8 @@ static void notify_perms(const struct rfs_table *old, const struct rfs_table *t)
 
 		if (!o ||
 		    (o->cfg.owner == n->owner && o->cfg.group == n->group &&
-		     o->cfg.mode == n->mode && o->cfg.dir_mode == n->dir_mode))
+		     o->cfg.mode == n->mode && o->cfg.dir_mode == n->dir_mode &&
+		     o->cfg.coherence == n->coherence))
 			continue;
 		fuse_lowlevel_notify_inval_entry(rfs.se, RFS_INO_ROOT, n->name,
 						 strlen(n->name));

@@ -150,6 +150,8 @@ struct rfs_perms {
 	mode_t mode;	 /* permission bits of its keys */
 	mode_t dir_mode; /* of its directory */
 	bool read_only;	 /* changes get EROFS */
+	bool strict;	 /* coherence = strict: no kernel caching of its
+			  * keys (timeouts 0), hits gated (rfs_hits_ok) */
 };
 /*
  * The region's permissions now (unset owner/group: -o uid=,gid= or the
@@ -211,6 +213,18 @@ struct rfs {
 };
 
 extern struct rfs rfs;
+
+/*
+ * May the cache serve a hit of rr's keys? Always, unless the region is
+ * coherence = strict and the store says this mount's lease has lapsed
+ * and it has not replayed the change log since (store_hits_ok()): then
+ * every read goes to the store (fails with EIO while it is unreachable).
+ */
+static inline bool rfs_hits_ok(const struct rfs_region *rr)
+{
+	return rr->cfg.coherence != CONFIG_COHERENCE_STRICT || !rfs.st ||
+	       store_hits_ok(rfs.st);
+}
 
 /*
  * Builds the first region table from c (which the daemon keeps no pointer
@@ -636,16 +650,6 @@ void rfs_inode_detach(fuse_ino_t ino, struct rfs_handle *h);
 /* Gauge: inodes the kernel holds. */
 uint64_t rfs_inode_count(void);
 /*
- * A write open of a key inode that is not a writer's: remembers (pid,
- * name) like a refused rfs_inode_open_write(), so that the kernel's retry
- * (LOOKUP_REVAL) gets a writer's inode, and returns -ESTALE (-ENOENT for
- * an unknown number). 0 if pid has such a marker already: the kernel
- * retries only once, and its retry reached this inode anyway (another
- * process's LOOKUP of the name, which the retry's joined, made it), so
- * the caller makes it a writer's with rfs_inode_open_write().
- */
-int rfs_inode_refuse_write(fuse_ino_t ino, pid_t pid);
-/*
  * Is a writer on the name (an open write handle, or a refused writer's
  * retry on its way)? LOOKUP then hands out no long-lived entry.
  */
@@ -686,6 +690,8 @@ struct rfs_wbuf {
 	char data[];
 };
 
+struct rfs_unborn; /* a created key not stored yet (commit.c) */
+
 /*
  * A write handle. Locking: mu protects every field marked "L: mu"; the
  * fields read by getattr through the inode table (len, dirty, mod_seq) are
@@ -703,8 +709,8 @@ struct rfs_whandle {
 	bool readable;		       /* immutable: O_RDWR */
 	int last_err;		       /* L: mu; error of the last commit */
 	int broken;		       /* L: mu; -EFBIG: nothing is stored */
-	uint64_t created_version;      /* immutable: the empty row create()
-					* committed (0: not created here) */
+	struct rfs_unborn *ub;	       /* immutable: the key create() made
+					* here (NULL: not created here) */
 	struct rfs_entry_mark mark;    /* immutable after open (fs.h) */
 	bool committed;		       /* L: mu; a commit of ours held */
 	atomic_bool dirty;	       /* changed since the last commit */
@@ -829,7 +835,9 @@ int rfs_rhandle_open(struct rfs_region *rr, fuse_ino_t ino,
 /*
  * Opens a key for writing: a handle whose buffer is a copy of the current
  * value, or empty with O_TRUNC (which also makes it dirty), or empty and
- * clean when created (create() committed the empty value already).
+ * dirty when created (the unborn key created, from rfs_commit_create(),
+ * which the handle owns once the open succeeded: its first commit
+ * stores the key).
  * Takes its own reference on rr. The inode becomes a writer's
  * (rfs_inode_open_write(), for pid): -ESTALE when page-cache readers have
  * it open, and when the inode is gone (unlinked or replaced: the kernel
@@ -838,8 +846,9 @@ int rfs_rhandle_open(struct rfs_region *rr, fuse_ino_t ino,
  * holds it (create(); then key is the name).
  */
 int rfs_whandle_open(struct rfs_region *rr, fuse_ino_t ino, pid_t pid,
-		     const char *key, size_t klen, int flags, bool created,
-		     bool locked, struct rfs_handle **out);
+		     const char *key, size_t klen, int flags,
+		     struct rfs_unborn *created, bool locked,
+		     struct rfs_handle **out);
 /*
  * truncate(2) of a path resolved to key inode ino, by pid: like a write
  * open, with no handle left counted: -ESTALE unless ino is a writer's
@@ -934,18 +943,49 @@ void rfs_names_mark(const char *region, const void *key, size_t klen,
  * only if needed. 0 or -errno.
  */
 int rfs_commit_handle(fuse_ino_t ino, const void *data, size_t len,
-		      unsigned flags, const struct rfs_entry_mark *mark);
+		      unsigned flags, const struct rfs_entry_mark *mark,
+		      struct rfs_unborn *ub);
 /*
- * create(): makes sure the key exists, committing an empty value if it
- * does not (*created), -EEXIST with O_EXCL in oflags if it does; then the
- * writer's inode of the name (rfs_inode_lookup_key() with write: *ino
- * with one lookup counted, *cls). On success the name stays locked in *l
- * (exclusive) until the caller has opened its handle and calls
- * rfs_names_unlock(); on error nothing is locked.
+ * create(): -EEXIST with O_EXCL in oflags if the key exists (in the store,
+ * or unborn: created here and not committed yet); if it does not, it
+ * becomes unborn (*created, see below): nothing is stored until its
+ * writer's first commit. Then the writer's inode of the name
+ * (rfs_inode_lookup_key() with write: *ino with one lookup counted,
+ * *cls). On success the name stays locked in *l (exclusive) until the
+ * caller has opened its handle and calls rfs_names_unlock(); on error
+ * nothing is locked. *created belongs to the caller: its write handle's
+ * commits pass it to rfs_commit_handle(), and rfs_unborn_free() ends it.
  */
 int rfs_commit_create(const char *region, const char *key, size_t klen,
 		      int oflags, pid_t pid, struct rfs_names *l,
-		      fuse_ino_t *ino, enum rfs_kclass *cls, bool *created);
+		      fuse_ino_t *ino, enum rfs_kclass *cls,
+		      struct rfs_unborn **created);
+/*
+ * Unborn keys (commit.c explains): a created key whose row its writer has
+ * not committed yet. rfs_unborn_settle() commits the empty row of the
+ * name if it is unborn, for anyone else who needs the row (takes the
+ * name's lock shared; 0 or the commit's error); _region() does so for
+ * every unborn name of a region (before a listing). rfs_unborn_is(): is
+ * the name unborn now (a peek; the name's lock makes it stable).
+ */
+int rfs_unborn_settle(const char *region, const void *key, size_t klen);
+/* rfs_unborn_settle() with the name's lock held (shared or exclusive). */
+int rfs_unborn_settle_locked(const char *region, const void *key,
+			     size_t klen);
+int rfs_unborn_settle_region(const char *region);
+/* rfs_unborn_settle() of u's name, by u's writer (a flush before any write). */
+int rfs_unborn_settle_own(struct rfs_unborn *u);
+bool rfs_unborn_is(const char *region, const void *key, size_t klen);
+/*
+ * The writer's commits all failed: an unborn name goes without a trace
+ * (0); -EEXIST if a settle committed its empty row (*version: that row,
+ * for rfs_commit_delete_created()). Takes the name's lock.
+ */
+int rfs_unborn_drop(struct rfs_unborn *u, uint64_t *version,
+		    const struct rfs_entry_mark *mark);
+/* Ends u (NULL is fine): an unborn name goes, nothing is stored. */
+void rfs_unborn_free(struct rfs_unborn *u);
+
 /*
  * truncate(2) of a path: the row of the name inode ino has (also when a
  * rename or unlink just made it gone: like open, it goes by the name)
@@ -964,13 +1004,6 @@ int rfs_commit_delete(const char *region, const void *key, size_t klen);
 int rfs_commit_delete_created(const char *region, const void *key, size_t klen,
 			      uint64_t version,
 			      const struct rfs_entry_mark *mark);
-/*
- * create()'s open failed after rfs_commit_create() committed the empty
- * value: removes that row again (the open(O_CREAT) failed, so no file may
- * stay behind), with the name's lock still held from rfs_commit_create().
- * A failure is logged: the empty key then stays.
- */
-void rfs_commit_create_undo(const char *region, const char *key, size_t klen);
 /*
  * rename within region: E1, store_rename, E2 on both names, then the
  * inodes of to become gone and those of from move to to. noreplace:

@@ -36,10 +36,12 @@
  * be stored after a newer one. Concurrent writers on different handles of
  * one key: the last commit wins, as DESIGN.md says.
  *
- * A write handle opens only a writer's inode: any other gets ESTALE, and
- * the kernel retries on a writer's inode (inode.c's markers; kinval.c has
- * why a writer must not work through a long-lived kernel entry). The
- * handle is counted there until its release, as is a read handle's.
+ * A write handle opens only a writer's inode: any other is converted at
+ * the open and its kernel entry dropped (enter_writer(); kinval.c has why
+ * a writer must not work through a long-lived kernel entry), or, while
+ * page-cache readers keep it open, gets ESTALE and the kernel retries on
+ * a writer's inode (inode.c's markers). The handle is counted there until
+ * its release, as is a read handle's.
  * An inode that an unlink or a rename made gone between the kernel's
  * LOOKUP and the OPEN gets ESTALE too (whandle_attach()).
  *
@@ -184,6 +186,7 @@ static void destroy(struct rfs_handle *h)
 		rfs_inode_detach(w->ino, h);
 		rfs_inode_close_write(w->ino, w->readable);
 		rfs_wbuf_unref(w->buf);
+		rfs_unborn_free(w->ub); /* never committed: it goes */
 		rfs_region_unref(w->rr);
 		pthread_cond_destroy(&w->cond);
 		pthread_mutex_destroy(&w->mu);
@@ -311,6 +314,8 @@ int rfs_fetch(struct rfs_region *rr, const char *key, size_t klen,
 	struct region_flight *fl;
 	int rc;
 
+	if (!rfs_hits_ok(rr)) /* strict, no live lease: no hit, load it */
+		region_invalidate(rr->r, key, klen, REGION_ORIGIN_OUTSIDE);
 	rc = region_get(rr->r, key, klen, out, &fl);
 	if (rc != REGION_LOAD)
 		return rc;
@@ -533,14 +538,9 @@ static int whandle_fill(struct rfs_whandle *w, const char *key, size_t klen,
 	int rc;
 
 	if (created) {
-		/* create() has just committed the empty value (under the
-		 * name's lock, which open still holds): its version lets a
-		 * release whose commits all failed remove it again */
-		rc = store_stat(rfs.st, w->rr->cfg.name, key, klen, &meta);
-		if (rc) /* the open fails, and create() removes the row */
-			return rc;
-		if (meta.size == 0)
-			w->created_version = meta.version;
+		/* create() stored nothing: the first commit stores the key
+		 * with its data (commit.c, unborn keys); a flush before any
+		 * write stores it empty (rfs_whandle_commit()) */
 		w->buf = wbuf_new(0);
 		return w->buf ? 0 : -ENOMEM;
 	}
@@ -589,13 +589,14 @@ static void drop_entry(fuse_ino_t ino, struct rfs_entry_mark *mark)
 }
 
 /*
- * Counts a write handle on ino, which must be a writer's inode: any other
- * gets ESTALE (and a marker, so that the kernel's retry gets one); mark
+ * Counts a write handle on ino, which becomes a writer's inode (inode.c:
+ * ESTALE, and a marker so that the kernel's retry gets a writer's inode,
+ * if page-cache readers still have it open after WRITER_WAIT_MS); mark
  * (may be NULL, or already set by create()) gets the writer's inode's
- * entry mark. Should a LOOKUP have promoted the inode in between, it is
- * made a writer's again here (inode.c: ESTALE if page-cache readers have
- * it open), and what the kernel may hold of it with a
- * long timeout is invalidated before the reply: its attributes, so that
+ * entry mark. An inode that was not a writer's (a key that was read or
+ * looked up, or one a LOOKUP promoted) is converted, and what the kernel
+ * may hold of it with a long timeout is invalidated before the reply:
+ * its entry (drop_entry(), through kinval.c: the OPEN's reply waits), its attributes, so that
  * the writer's fstat() and lseek(SEEK_END) ask getattr, which reports the
  * pending size; and its pages when no handle that can read has it open,
  * so that it can later serve the committed row from an empty page cache
@@ -610,16 +611,19 @@ static void drop_entry(fuse_ino_t ino, struct rfs_entry_mark *mark)
 static int enter_writer(fuse_ino_t ino, pid_t pid, bool readable,
 			struct rfs_entry_mark *mark)
 {
-	struct rfs_ident id;
 	struct rfs_wopen wo;
 	unsigned waited;
 	int rc;
 
-	rc = rfs_inode_ident(ino, &id);
-	if (!rc && id.kind == RFS_I_KEY && id.cls != RFS_K_WRITE)
-		rc = rfs_inode_refuse_write(ino, pid);
-	if (!rc)
-		rc = rfs_inode_open_write(ino, pid, readable, &wo);
+	/*
+	 * An inode that is not a writer's is converted here when no page-
+	 * cache reader has it open (below: its entry and attributes are
+	 * invalidated before the reply), at once: refusing it with ESTALE
+	 * first made the kernel retry with three LOOKUPs and another OPEN,
+	 * or, since the wait below, slept 1 ms per rewrite of a key that had
+	 * been read.
+	 */
+	rc = rfs_inode_open_write(ino, pid, readable, &wo);
 	/*
 	 * Page-cache readers have the inode open. The kernel retries an open
 	 * that got ESTALE only once, and this may be that retry (another
@@ -687,6 +691,15 @@ static int whandle_attach(struct rfs_handle *h, const char *key, size_t klen,
 			rc = -ESTALE;
 		key = id.key;
 		klen = id.klen;
+		/* another writer's created key: its empty row, as before */
+		if (!rc && rfs_unborn_is(id.region, key, klen)) {
+			rfs_names_unlock(&l);
+			rc = rfs_unborn_settle(id.region, key, klen);
+			if (!rc)
+				return whandle_attach(h, key, klen, flags,
+						      created, locked);
+			return rc;
+		}
 	}
 	if (!rc)
 		rc = whandle_fill(w, key, klen, flags, created);
@@ -705,8 +718,9 @@ static int whandle_attach(struct rfs_handle *h, const char *key, size_t klen,
 }
 
 int rfs_whandle_open(struct rfs_region *rr, fuse_ino_t ino, pid_t pid,
-		     const char *key, size_t klen, int flags, bool created,
-		     bool locked, struct rfs_handle **out)
+		     const char *key, size_t klen, int flags,
+		     struct rfs_unborn *created, bool locked,
+		     struct rfs_handle **out)
 {
 	bool readable = (flags & O_ACCMODE) != O_WRONLY;
 	struct rfs_handle *h;
@@ -735,11 +749,12 @@ int rfs_whandle_open(struct rfs_region *rr, fuse_ino_t ino, pid_t pid,
 	w->rr = rr;
 	w->ino = ino; /* from here on its release uncounts it */
 	w->mark = mark;
-	rc = whandle_attach(h, key, klen, flags, created, locked);
+	rc = whandle_attach(h, key, klen, flags, created != NULL, locked);
 	if (rc) {
 		rfs_handle_free(h);
 		return rc;
 	}
+	w->ub = created; /* the handle's from now on */
 	*out = h;
 	return 0;
 }
@@ -759,29 +774,46 @@ static int commit_buf(struct rfs_whandle *w, const struct rfs_wbuf *b,
 
 	if (durable || w->rr->cfg.durable)
 		flags |= STORE_DURABLE;
-	return rfs_commit_handle(w->ino, b->data, b->len, flags, &w->mark);
+	return rfs_commit_handle(w->ino, b->data, b->len, flags, &w->mark,
+				 w->ub);
 }
 
 /*
  * A key this handle's create() made and that no commit of it filled, now
- * that a commit failed (or the handle broke): removed again, so that the
- * open(O_CREAT) whose close() failed leaves no empty key. Called at the
- * failed flush, before close() returns (a reader must not find the key
- * between the close() and the RELEASE), and again at the RELEASE (a
- * no-op then).
+ * that a commit failed (or the handle broke): it goes again, so that the
+ * open(O_CREAT) whose close() failed leaves no key. Unborn (commit.c),
+ * nothing was stored; if someone else needed its row meanwhile (a settle
+ * stored an empty one), that row is removed unless it changed since.
+ * Called at the failed flush, before close() returns (a reader must not
+ * find the key between the close() and the RELEASE), and again at the
+ * RELEASE (a no-op then).
  */
 static void drop_created(struct rfs_whandle *w)
 {
 	struct rfs_ident id;
+	uint64_t version;
 	bool failed;
 
 	pthread_mutex_lock(&w->mu);
-	failed = w->created_version && !w->committed &&
-		 (w->broken || w->last_err);
+	failed = w->ub && !w->committed && (w->broken || w->last_err);
 	pthread_mutex_unlock(&w->mu);
-	if (failed && rfs_inode_ident(w->ino, &id) == 0 && !id.gone)
-		rfs_commit_delete_created(id.region, id.key, id.klen,
-					  w->created_version, &w->mark);
+	if (!failed)
+		return;
+	if (rfs_unborn_drop(w->ub, &version, &w->mark) == -EEXIST) {
+		if (rfs_inode_ident(w->ino, &id) == 0 && !id.gone)
+			rfs_commit_delete_created(id.region, id.key, id.klen,
+						  version, &w->mark);
+		return;
+	}
+	/*
+	 * It never existed outside this handle: like an open(O_CREAT) that
+	 * failed, the handle is done, and its later writes and close() get
+	 * the error (they would store nothing: its inode is gone now).
+	 */
+	pthread_mutex_lock(&w->mu);
+	if (!w->broken)
+		w->broken = w->last_err;
+	pthread_mutex_unlock(&w->mu);
 }
 
 void rfs_whandle_release(struct rfs_handle *h)
@@ -800,6 +832,22 @@ int rfs_whandle_commit(struct rfs_handle *h, bool durable)
 	wait_commit_locked(w);
 	if (w->broken || !atomic_load(&w->dirty)) {
 		rc = w->broken ? w->broken : w->last_err;
+		/*
+		 * Created here, nothing written yet, and a close() (the
+		 * shell's after dup2(), touch's) or fsync() that must not
+		 * return before the key is stored: its empty row, as the
+		 * create stored it before (a settle: the handle has not
+		 * committed, so a failure of its writes still removes it).
+		 */
+		if (!rc && w->ub && !w->committed) {
+			w->committing = true; /* no name lock under mu */
+			pthread_mutex_unlock(&w->mu);
+			rc = rfs_unborn_settle_own(w->ub);
+			pthread_mutex_lock(&w->mu);
+			w->committing = false;
+			w->last_err = rc;
+			pthread_cond_broadcast(&w->cond);
+		}
 		pthread_mutex_unlock(&w->mu);
 		if (rc)
 			drop_created(w);

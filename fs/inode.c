@@ -1217,28 +1217,6 @@ void rfs_inode_detach(fuse_ino_t ino, struct rfs_handle *h)
 	table_unlock();
 }
 
-int rfs_inode_refuse_write(fuse_ino_t ino, pid_t pid)
-{
-	char region[REGION_MAX_NAME + 1], key[REGION_MAX_KEY];
-	struct inode *n;
-	size_t klen = 0;
-
-	table_rdlock();
-	n = find_ino_locked(ino);
-	if (n) {
-		memcpy(region, n->name, n->rlen + 1);
-		memcpy(key, n->name + n->rlen + 1, n->klen);
-		klen = n->klen;
-	}
-	table_unlock();
-	if (!n)
-		return -ENOENT;
-	if (marker_find(pid, region, key, klen, false))
-		return 0; /* the kernel's retry still reached it: convert */
-	marker_add(pid, region, key, klen);
-	return -ESTALE;
-}
-
 /* A marker for the name, any pid's (marker_names() by name). */
 static bool marker_for(const char *region, const void *key, size_t klen)
 {

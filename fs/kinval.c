@@ -34,11 +34,14 @@
  * (/sys/fs/fuse/connections/N/abort). tests/fault/test_kill.sh hit that
  * when every commit and rename sent one. So a writer never works through
  * a long-lived entry: a write open (or truncate(2)) of an inode that is
- * not a writer's gets ESTALE, the kernel looks the path up again
- * (LOOKUP_REVAL) and gets a writer's inode with entry timeout 0, and
- * while a writer is on a name no LOOKUP hands out a long-lived entry for
- * it; the entry mark (fs.h) catches the LOOKUP that races with that.
- * Notifications are then rare: outside changes and races.
+ * not a writer's converts it and drops its entry (one notification, sent
+ * before the OPEN's reply; refusing the open with ESTALE, so that the
+ * kernel looked the path up again, cost three LOOKUPs and another OPEN),
+ * and while a writer is on a name no LOOKUP hands out a long-lived entry
+ * for it (entry timeout 0); the entry mark (fs.h) catches the LOOKUP that
+ * races with that. The commits themselves then need none: notifications
+ * come from outside changes, write opens of keys that were read or
+ * looked up, and races.
  *
  * Why a thread. A request whose kernel side holds a lock that a request
  * holding the directory's lock wants next (truncate(2) and fsync hold the

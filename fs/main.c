@@ -68,6 +68,8 @@ struct main_opts {
 	int ro;	      /* -o ro (kept for libfuse too) */
 	char *grace;  /* -o shutdown_grace= */
 	char *maxmem; /* -o max_memory= */
+	char *lease;  /* -o lease= */
+	char *renew;  /* -o lease_renew= */
 };
 
 #define RFS_OPT(t, f)                                                          \
@@ -82,6 +84,8 @@ static const struct fuse_opt main_optspec[] = {
 	RFS_OPT("shutdown_grace=%s", grace),
 	RFS_OPT("max_memory=%s", maxmem),
 	RFS_OPT("store=%s", store),
+	RFS_OPT("lease=%s", lease),
+	RFS_OPT("lease_renew=%s", renew),
 	{"ro", offsetof(struct main_opts, ro), 1},
 	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP),
 	FUSE_OPT_END};
@@ -170,6 +174,10 @@ static void usage(const char *prog)
 	       "                           held by open files) plus write\n"
 	       "                           buffers; beyond it opens that load\n"
 	       "                           and writes get ENOMEM (no default)\n"
+	       "    -o lease=DURATION      PostgreSQL: this mount's lease for\n"
+	       "                           coherence = strict (default 5s)\n"
+	       "    -o lease_renew=DURATION  its renewal period (default 1s;\n"
+	       "                           lease >= 2 x lease_renew + 500ms)\n"
 	       "    -o ro                  read-only mount over a read-only\n"
 	       "                           database (refused without it)\n"
 	       "    --check-config FILE    validate FILE, print each region's\n"
@@ -503,6 +511,41 @@ static int parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
+/*
+ * -o lease=, lease_renew= (durations as in regions.ini): the store's lease
+ * for strict regions (store.h). Renewals ride on the change feed's
+ * passes, at least every 250 ms, so the lease must outlast two renewal
+ * periods and a pass.
+ */
+static int setup_lease(const struct main_opts *o)
+{
+	uint64_t lease = STORE_DEFAULT_LEASE_MS, renew = STORE_DEFAULT_RENEW_MS;
+
+	if (o->lease && (config_parse_duration_ms(o->lease, &lease) ||
+			 lease < 1000 || lease > 3600000)) {
+		rfs_log(RFS_LOG_ERR, "bad lease=%s (a duration, 1s to 1h)",
+			o->lease);
+		return -1;
+	}
+	if (o->renew && (config_parse_duration_ms(o->renew, &renew) ||
+			 renew < 100 || renew > 600000)) {
+		rfs_log(RFS_LOG_ERR,
+			"bad lease_renew=%s (a duration, 100ms to 10m)",
+			o->renew);
+		return -1;
+	}
+	if (lease < 2 * renew + 500) {
+		rfs_log(RFS_LOG_ERR,
+			"lease=%llums is too short for lease_renew=%llums "
+			"(at least 2 x lease_renew + 500ms)",
+			(unsigned long long)lease, (unsigned long long)renew);
+		return -1;
+	}
+	store_opts.lease_ms = (unsigned)lease;
+	store_opts.renew_ms = (unsigned)renew;
+	return 0;
+}
+
 /* -o uid=, gid=: the owner shown for every file; -o shutdown_grace=. */
 static int setup_owner(const struct main_opts *o)
 {
@@ -534,6 +577,8 @@ static int setup_owner(const struct main_opts *o)
 		}
 		rfs.grace_s = id;
 	}
+	if (setup_lease(o))
+		return -1;
 	if (o->maxmem && parse_size(o->maxmem, &rfs.max_memory)) {
 		rfs_log(RFS_LOG_ERR, "bad max_memory=%s (bytes, or K/M/G)",
 			o->maxmem);
@@ -769,6 +814,8 @@ out_args:
 	free(o.gid);
 	free(o.grace);
 	free(o.maxmem);
+	free(o.lease);
+	free(o.renew);
 	free(o.store);
 	fuse_opt_free_args(&args);
 	return rc;

@@ -222,6 +222,20 @@ static int fixed_attr(fuse_ino_t ino, struct stat *st)
 }
 
 /* The realtime clock in ns, for a row that is still being written. */
+/*
+ * How long the kernel may keep a key's entry and attributes. A strict
+ * region's (coherence = strict): not at all, so that a mount whose lease
+ * lapsed (frozen, cut off) never has the kernel answer for it from old
+ * entries once it runs again: every open and stat of such a key is a
+ * LOOKUP, which rfs_hits_ok() gates. (Page-cache contents need no more:
+ * an open always reaches the daemon, and a value loaded anew is served
+ * with direct I/O, inode.c.)
+ */
+static double key_timeout(const struct rfs_perms *p)
+{
+	return p->strict ? 0 : KEY_TIMEOUT;
+}
+
 static int64_t now_ns(void)
 {
 	struct timespec ts;
@@ -246,7 +260,8 @@ static int key_meta(const char *region, const char *key, size_t klen,
 
 	if (!rr)
 		return -ENOENT;
-	cached = region_peek(rr->r, key, klen, &v);
+	/* a strict region without a live lease asks the store (rfs_hits_ok) */
+	cached = rfs_hits_ok(rr) && region_peek(rr->r, key, klen, &v);
 	rfs_region_unref(rr);
 	if (!cached)
 		return store_stat(rfs.st, region, key, klen, m);
@@ -271,7 +286,7 @@ static int key_getattr(fuse_ino_t ino, const struct rfs_ident *id,
 	int rc = 0;
 
 	rfs_region_perms(id->region, &p);
-	*timeout = KEY_TIMEOUT;
+	*timeout = key_timeout(&p);
 	if (id->cls != RFS_K_WRITE) {
 		key_attr(st, ino, &id->row, id->gone ? 0 : 1, &p);
 		return 0;
@@ -280,6 +295,8 @@ static int key_getattr(fuse_ino_t ino, const struct rfs_ident *id,
 	if (id->gone) {
 		if (id->last_valid)
 			m = id->last;
+	} else if (rfs_unborn_is(id->region, id->key, id->klen)) {
+		m.mtime_ns = now_ns(); /* no row yet: the writer's, below */
 	} else {
 		rc = store_stat(rfs.st, id->region, id->key, id->klen, &m);
 		if (rc == -ENOENT && id->pending)
@@ -422,11 +439,13 @@ static void key_entry(const char *region, const char *name, size_t len,
 		      fuse_ino_t ino, enum rfs_kclass cls, struct store_meta *m,
 		      struct fuse_entry_param *e)
 {
-	double timeout = KEY_TIMEOUT, entry_timeout;
+	double timeout, entry_timeout;
 	struct rfs_ident id;
 	struct rfs_perms p;
 	struct stat st;
 
+	rfs_region_perms(region, &p);
+	timeout = key_timeout(&p);
 	if (cls == RFS_K_WRITE) {
 		timeout = 0;
 		if (rfs_inode_ident(ino, &id) == 0 && id.pending)
@@ -435,7 +454,6 @@ static void key_entry(const char *region, const char *name, size_t len,
 	entry_timeout = timeout;
 	if (timeout && rfs_inode_writing(region, name, len))
 		entry_timeout = 0;
-	rfs_region_perms(region, &p);
 	key_attr(&st, ino, m, 1, &p);
 	fill_entry(e, &st, timeout, entry_timeout);
 }
@@ -465,7 +483,9 @@ static int lookup_key(pid_t pid, const char *region, const char *name,
 	 * that is not gone for a key that is (commit.c) */
 	rfs_names_lock(&l, region, name, len, false);
 	rfs_names_handed(region, name, len, &mark); /* before the row is read */
-	rc = key_meta(region, name, len, &m);
+	rc = rfs_unborn_settle_locked(region, name, len);
+	if (!rc)
+		rc = key_meta(region, name, len, &m);
 	if (!rc)
 		rc = rfs_inode_lookup_key(region, name, len, &m, pid, false,
 					  &ino, &cls);
@@ -473,9 +493,12 @@ static int lookup_key(pid_t pid, const char *region, const char *name,
 		rfs_inode_set_mark(ino, &mark); /* a refused writer's retry */
 	rfs_names_unlock(&l);
 	if (rc == -ENOENT) {
+		struct rfs_perms p;
+
 		/* a negative entry: whoever creates the key tells the kernel */
 		memset(e, 0, sizeof(*e));
-		e->entry_timeout = KEY_TIMEOUT;
+		rfs_region_perms(region, &p);
+		e->entry_timeout = key_timeout(&p);
 		return 0;
 	}
 	if (!rc)
@@ -860,7 +883,7 @@ static bool read_only(int flags)
  * caller (create) holds the name's lock (commit.c).
  */
 static int open_key(pid_t pid, fuse_ino_t ino, const struct rfs_ident *id,
-		    int flags, bool created, bool locked,
+		    int flags, struct rfs_unborn *created, bool locked,
 		    struct rfs_handle **out)
 {
 	struct rfs_region *rr;
@@ -870,9 +893,14 @@ static int open_key(pid_t pid, fuse_ino_t ino, const struct rfs_ident *id,
 	rr = rfs_region_ref(id->region);
 	if (!rr)
 		return -ENOENT;
-	if (read_only(flags))
-		rc = rfs_rhandle_open(rr, ino, id, out);
-	else if (rr->cfg.read_only)
+	if (read_only(flags)) {
+		/* another writer's created key: its empty row, as before
+		 * (create() settled its own) */
+		rc = locked ? 0
+			    : rfs_unborn_settle(id->region, id->key, id->klen);
+		if (!rc)
+			rc = rfs_rhandle_open(rr, ino, id, out);
+	} else if (rr->cfg.read_only)
 		rc = -EROFS; /* regions.ini: read_only = true */
 	else
 		rc = rfs_whandle_open(rr, ino, pid, id->key, id->klen, flags,
@@ -951,7 +979,7 @@ static void rfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 		rc = -ESHUTDOWN; /* SIGTERM: waiting for writers to close */
 	else if (!rc && ino >= RFS_INO_DYNAMIC && id.kind == RFS_I_KEY)
 		rc = open_key(fuse_req_ctx(req)->pid, ino, &id, fi->flags,
-			      false, false, &h);
+			      NULL, false, &h);
 	else if (!rc && !(rc = vfile_kind(ino, &id, &kind)))
 		rc = open_virtual(kind, id.region, fi->flags, &h);
 	if (rc) {
@@ -973,10 +1001,10 @@ static int do_create(pid_t pid, fuse_ino_t parent, const char *name,
 		     mode_t mode, int flags, fuse_ino_t *ino,
 		     struct rfs_handle **h)
 {
+	struct rfs_unborn *created;
 	struct rfs_ident id;
 	struct rfs_names l;
 	enum rfs_kclass cls;
-	bool created;
 	size_t len;
 	int rc;
 
@@ -992,6 +1020,16 @@ static int do_create(pid_t pid, fuse_ino_t parent, const char *name,
 	if (!rc)
 		rc = rfs_commit_create(id.region, name, len, flags, pid, &l,
 				       ino, &cls, &created);
+	/* a reader commits nothing: open(O_CREAT|O_RDONLY) stores it now */
+	if (!rc && created && read_only(flags)) {
+		rc = rfs_unborn_settle_locked(id.region, name, len);
+		rfs_unborn_free(created);
+		created = NULL;
+		if (rc) {
+			rfs_names_unlock(&l);
+			rfs_inode_forget(*ino, 1);
+		}
+	}
 	if (rc)
 		return rc;
 	id.kind = RFS_I_KEY;
@@ -1001,11 +1039,8 @@ static int do_create(pid_t pid, fuse_ino_t parent, const char *name,
 	id.klen = len;
 	/* the name stays locked: no unlink between the create and the open */
 	rc = open_key(pid, *ino, &id, flags, created, true, h);
-	if (rc && created) { /* the open(O_CREAT) fails: no empty key stays */
-		rfs_commit_create_undo(id.region, name, len);
-		/* if that failed too, the kernel's negative entry is wrong */
-		rfs_kinval_key(id.region, name, len);
-	}
+	if (rc) /* the open(O_CREAT) fails: nothing was stored */
+		rfs_unborn_free(created);
 	rfs_names_unlock(&l);
 	if (rc)
 		rfs_inode_forget(*ino, 1);
@@ -1450,6 +1485,9 @@ static int readdir_region(fuse_req_t req, fuse_ino_t ino, struct rfs_dhandle *d,
 		c.skip = off - 2;
 		c.next_off = 3;
 	}
+	/* keys created here and not committed yet: listed as before */
+	if (off <= 2 && (rc = rfs_unborn_settle_region(d->region)) != 0)
+		return rc;
 	if (plus)
 		rfs_names_handed_all(); /* entries to come, before the rows */
 	rc = store_list(rfs.st, d->region, after, alen,
@@ -1556,18 +1594,24 @@ static uint64_t count_keys(void)
 }
 
 /*
- * Space is the database's file system's (where the values go), in 4 KiB
- * blocks; files are the stored keys, plus as many more as there are free
- * blocks (a key needs at least a few bytes).
+ * Space is the store's when it tells (store_space(): PostgreSQL, the
+ * database's size used and an unknown free space), else the database
+ * file's file system's (where the values go), in 4 KiB blocks; files are
+ * the stored keys, plus as many more as there are free blocks (a key
+ * needs at least a few bytes).
  */
 static void rfs_ll_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct statvfs sv, out;
-	uint64_t f;
+	uint64_t f, total, avail;
 
 	(void)ino;
 	memset(&out, 0, sizeof(out));
-	if (statvfs(rfs.db_path, &sv) == 0) {
+	if (rfs.st && store_space(rfs.st, &total, &avail) == 0) {
+		out.f_blocks = total / 4096;
+		out.f_bfree = avail / 4096;
+		out.f_bavail = avail / 4096;
+	} else if (statvfs(rfs.db_path, &sv) == 0) {
 		f = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
 		out.f_blocks = (uint64_t)sv.f_blocks * f / 4096;
 		out.f_bfree = (uint64_t)sv.f_bfree * f / 4096;

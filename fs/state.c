@@ -349,6 +349,7 @@ bool rfs_region_perms(const char *name, struct rfs_perms *out)
 	out->mode = cr.mode;
 	out->dir_mode = cr.dir_mode;
 	out->read_only = cr.read_only;
+	out->strict = cr.coherence == CONFIG_COHERENCE_STRICT;
 	return found;
 }
 

@@ -77,7 +77,8 @@
 #define DEFAULTS_NAME	"defaults"
 #define VALID_KEYS                                                             \
 	"max_entries, max_bytes, max_value_size, ttl, tti, stripes, "          \
-	"strategy, durable, read_only, owner, group, mode, dir_mode"
+	"strategy, durable, read_only, owner, group, mode, dir_mode, "         \
+	"coherence"
 
 enum key_id {
 	K_MAX_ENTRIES,
@@ -93,6 +94,7 @@ enum key_id {
 	K_GROUP,
 	K_MODE,
 	K_DIR_MODE,
+	K_COHERENCE,
 	NKEYS
 };
 
@@ -330,6 +332,11 @@ const char *config_strategy_name(enum region_strategy s)
 	return "unknown";
 }
 
+const char *config_coherence_name(enum config_coherence c)
+{
+	return c == CONFIG_COHERENCE_STRICT ? "strict" : "bounded";
+}
+
 /* ---- settings -------------------------------------------------------- */
 
 /* The error for a value that does not parse: "KEY: expected WHAT, got 'V'". */
@@ -541,6 +548,18 @@ static int set_dir_mode(struct parser *p, struct config_region *cr,
 	return 0;
 }
 
+static int set_coherence(struct parser *p, struct config_region *cr,
+			 const char *v)
+{
+	if (strcasecmp(v, "bounded") == 0)
+		cr->coherence = CONFIG_COHERENCE_BOUNDED;
+	else if (strcasecmp(v, "strict") == 0)
+		cr->coherence = CONFIG_COHERENCE_STRICT;
+	else
+		return bad_value(p, "coherence", "bounded or strict", v);
+	return 0;
+}
+
 /* In enum key_id order. */
 static const struct setting settings[NKEYS] = {
 	[K_MAX_ENTRIES] = {"max_entries", set_max_entries},
@@ -556,6 +575,7 @@ static const struct setting settings[NKEYS] = {
 	[K_GROUP] = {"group", set_group},
 	[K_MODE] = {"mode", set_mode},
 	[K_DIR_MODE] = {"dir_mode", set_dir_mode},
+	[K_COHERENCE] = {"coherence", set_coherence},
 };
 
 /* The key_id of key[0..n), or -1. */
@@ -587,6 +607,7 @@ void config_default_region(struct config_region *out)
 	out->group = CONFIG_ID_UNSET;
 	out->mode = 0644;
 	out->dir_mode = 0755;
+	out->coherence = CONFIG_COHERENCE_BOUNDED;
 }
 
 /* ---- sections -------------------------------------------------------- */
@@ -1196,12 +1217,14 @@ size_t config_format_region(const struct config_region *cr, char *buf,
 		     "read_only %s\n"
 		     "%s%s"
 		     "mode %04o\n"
-		     "dir_mode %04o\n",
+		     "dir_mode %04o\n"
+		     "coherence %s\n",
 		     cr->name, l->max_entries, l->max_bytes, l->max_value_size,
 		     l->ttl_ms, l->tti_ms, l->nstripes,
 		     config_strategy_name(l->strategy),
 		     cr->durable ? "true" : "false",
 		     cr->read_only ? "true" : "false", owner, group,
-		     (unsigned)cr->mode, (unsigned)cr->dir_mode);
+		     (unsigned)cr->mode, (unsigned)cr->dir_mode,
+		     config_coherence_name(cr->coherence));
 	return n < 0 ? 0 : (size_t)n;
 }

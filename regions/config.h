@@ -33,11 +33,24 @@
 
 #define CONFIG_ID_UNSET UINT32_MAX /* owner/group: the daemon's (-o uid=) */
 
+/*
+ * coherence = bounded | strict (doc/config.md): what close() of a write
+ * waits for, and whether the cache may serve hits without a live lease
+ * (store.h: store_wait_applied(), store_hits_ok()).
+ */
+enum config_coherence {
+	CONFIG_COHERENCE_BOUNDED, /* close() returns at commit; other mounts
+				   * converge within the feed's bound */
+	CONFIG_COHERENCE_STRICT,  /* close() returns once every live mount
+				   * applied it; no hits without a lease */
+};
+
 struct config_region {
 	char name[REGION_MAX_NAME + 1];
 	struct region_limits lim;
-	bool durable;	   /* commits on close are fsync-durable */
-	bool read_only;	   /* every change through the mount: EROFS */
+	bool durable;	/* commits on close are fsync-durable */
+	bool read_only; /* every change through the mount: EROFS */
+	enum config_coherence coherence; /* across mounts of one store */
 	uint32_t owner;	   /* uid of its keys and directory, or UNSET */
 	uint32_t group;	   /* gid of its keys and directory, or UNSET */
 	uint16_t mode;	   /* permission bits of its keys (0644) */
@@ -83,5 +96,6 @@ size_t config_format_region(const struct config_region *cr, char *buf,
 int config_parse_size(const char *s, uint64_t *out);
 int config_parse_duration_ms(const char *s, uint64_t *out);
 const char *config_strategy_name(enum region_strategy s);
+const char *config_coherence_name(enum config_coherence c);
 
 #endif /* RFS_CONFIG_H */

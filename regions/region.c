@@ -497,7 +497,7 @@ int region_set_limits(struct region *r, const struct region_limits *lim)
  * the coarse clock's 4 ms tick cannot time a load of microseconds) and
  * counts LOAD_SAMPLE times. Each thread's first flight is timed.
  */
-#define LOAD_SAMPLE 8
+#define LOAD_SAMPLE 64
 static __thread unsigned load_tick;
 
 static uint64_t mono_ns(void)

@@ -187,9 +187,19 @@ enum entry_queue {
  * (region__entry_hash(), for table moves, unlinks and the policies'
  * sketches and ghosts; a lookup compares klen and the key directly), the
  * charge from klen and the value's length, the value from klen.
+ *
+ * Layout: what a hit reads (hnext, gen, dead, klen, the key, then the
+ * value header's count and length and the data) is one contiguous run
+ * from offset 32 on, so a hit on a 16-byte key touches two cache lines of
+ * the block whatever its alignment (with hnext first the run started at
+ * 0 and crossed a third line for half of the 16-byte-aligned blocks).
+ * The policy's list node comes right before it, for the replay of the
+ * hit under the lock (LRU, TinyLFU); the tti/ttl times, read only when
+ * the region expires entries, come first.
  */
 struct entry {
-	_Atomic(struct entry *) hnext; /* L: stripe; readers load acquire */
+	uint64_t install_ms;		/* immutable; start of the ttl */
+	atomic_uint_fast64_t access_ms; /* relaxed; last access, for tti */
 	union {
 		struct rlist qnode; /* P: while linked; policy list */
 		struct {
@@ -197,8 +207,7 @@ struct entry {
 			uint64_t epoch;	    /* L: stripe; retired at */
 		} retire;		    /* once unlinked */
 	};
-	uint64_t install_ms;		/* immutable; start of the ttl */
-	atomic_uint_fast64_t access_ms; /* relaxed; last access, for tti */
+	_Atomic(struct entry *) hnext;	/* L: stripe; readers load acquire */
 	uint32_t gen;			/* immutable; stripe generation */
 	atomic_uchar freq;		/* P: relaxed; readers may store */
 	uint8_t queue;			/* P: L: stripe */

@@ -315,6 +315,27 @@ int store_changes_drain(struct store *st)
 	return ops->changes_drain ? ops->changes_drain(st) : 0;
 }
 
+bool store_hits_ok(struct store *st)
+{
+	const struct store_ops *ops = store__ops(st);
+
+	return ops->hits_ok ? ops->hits_ok(st) : true;
+}
+
+int store_wait_applied(struct store *st)
+{
+	const struct store_ops *ops = store__ops(st);
+
+	return ops->wait_applied ? ops->wait_applied(st) : 0;
+}
+
+int store_space(struct store *st, uint64_t *total, uint64_t *avail)
+{
+	const struct store_ops *ops = store__ops(st);
+
+	return ops->space ? ops->space(st, total, avail) : -ENOTSUP;
+}
+
 void store_stats(struct store *st, struct store_stats *out)
 {
 	store__ops(st)->stats(st, out);

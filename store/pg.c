@@ -86,9 +86,12 @@
  *
  * Locking: lock (queue, stopping, published stats; callers sleep on
  * their op's cond), pool_lock (the reader slots), feed_lock (the feed
- * connection and the cursor ring). No function holds two, none is held
- * across a callback; pool_lock and feed_lock are held across queries on
- * their connection. Counters read by store_stats() are relaxed atomics.
+ * connection, the cursor ring and the lease's state), ack_lock (the count
+ * of acknowledgements heard; store_wait_applied() sleeps on ack_cond).
+ * Only feed_lock -> ack_lock is ever nested (draining the feed connection
+ * wakes the waiters); none is held across a callback; pool_lock and
+ * feed_lock are held across queries on their connection. Counters read
+ * by store_stats() and the lease's end are atomics.
  */
 #include <assert.h>
 #include <endian.h>
@@ -104,6 +107,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <libpq-fe.h>
 
@@ -197,9 +201,25 @@ struct pg_store {
 	unsigned cur_next;		     /* L: feed_lock; ring slot */
 	unsigned bells_pending; /* L: feed_lock; heard, not yet returned */
 
+	/* leases and acknowledgements: see "Leases" above */
+	unsigned lease_ms, renew_ms; /* immutable */
+	char host[128];		     /* immutable: for the mounts row */
+	int64_t lease_sent_ns;	     /* L: feed_lock; last renewal sent */
+	bool lease_ever;	     /* L: feed_lock; a renewal succeeded */
+	bool resync;		     /* L: feed_lock; taken anew: the next
+				      * complete pass makes us synced */
+	atomic_int_fast64_t lease_end_ns; /* now_ns() our lease lasts to */
+	atomic_bool synced;		  /* no lapse since the last replay */
+	atomic_uint_fast64_t last_xid;	  /* our latest committed xid */
+	pthread_mutex_t ack_lock;
+	pthread_cond_t ack_cond; /* on CLOCK_MONOTONIC */
+	uint64_t ack_seq;	 /* L: ack_lock; acknowledgements heard */
+
 	atomic_uint_fast64_t errs[STORE_ERR_NKINDS];
 	atomic_uint_fast64_t bells_sent, bells_failed, bells_received;
 	atomic_uint_fast64_t passes, reconnects, queue_ppm;
+	atomic_uint_fast64_t renewals, lapses, acks_waited, ack_wait_ns,
+		ack_wait_max_ns, acks_timed_out;
 };
 
 #define PS(st) ((struct pg_store *)(void *)(st))
@@ -228,6 +248,18 @@ static void sleep_ms(unsigned ms)
 
 	while (nanosleep(&ts, &ts) && errno == EINTR)
 		;
+}
+
+/*
+ * The feed connection was lost: our lease is no longer counted on (hits
+ * in strict regions stop) until a renewal on a new connection. The
+ * renewal says whether it lapsed meanwhile on the server's clock; a
+ * renewal committed asynchronously just before a server crash may be
+ * lost, which this covers too (a crash always drops the connection).
+ */
+static void lease_drop(struct pg_store *ps)
+{
+	atomic_store(&ps->lease_end_ns, 0);
 }
 
 static int check_key(const void *key, size_t klen)
@@ -482,7 +514,8 @@ static int conn_setup(struct pg_store *ps, PGconn *c, enum conn_kind kind,
 		 */
 		return exec_cmd(c,
 				"SET plan_cache_mode = force_custom_plan; "
-				"LISTEN " PG_CHANNEL,
+				"SET synchronous_commit = off; "
+				"LISTEN " PG_CHANNEL "; LISTEN " PG_ACK_CHANNEL,
 				err);
 	case CONN_READER:
 		break;
@@ -505,6 +538,8 @@ static int conn_ensure(struct pg_store *ps, struct pconn *pc,
 
 	if (pc->c && PQstatus(pc->c) == CONNECTION_OK)
 		return 0;
+	if (pc == &ps->f)
+		lease_drop(ps);
 	if (pc->c) {
 		PQfinish(pc->c);
 		pc->c = NULL;
@@ -1057,6 +1092,26 @@ static void batch_fail(struct op *batch, int err)
 	}
 }
 
+/* The transaction id of a "SELECT pg_current_xact_id()::text" result. */
+static uint64_t xid_of(const PGresult *r)
+{
+	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
+		return 0;
+	return strtoull(PQgetvalue(r, 0, 0), NULL, 10);
+}
+
+/* Our writer committed transaction xid: store_wait_applied() waits for it. */
+static void xid_committed(struct pg_store *ps, uint64_t xid)
+{
+	uint64_t cur = atomic_load(&ps->last_xid);
+
+	while (xid > cur &&
+	       !atomic_compare_exchange_weak(&ps->last_xid, &cur, xid))
+		;
+}
+
+#define XID_SQL "SELECT pg_current_xact_id()::text"
+
 /*
  * One attempt: BEGIN, every unsettled op, COMMIT. Returns 0 (committed),
  * or -errno with *fr the failed result and *failed the op that failed
@@ -1176,6 +1231,7 @@ static int batch_pipe(struct pg_store *ps, struct op *batch,
 	};
 	const char *bv[1] = {ps->origin};
 	PGconn *c = ps->w.c;
+	uint64_t xid = 0;
 	struct op_params p;
 	int64_t now = wall_ns();
 	bool sent = true, bell_ok = true;
@@ -1189,6 +1245,8 @@ static int batch_pipe(struct pg_store *ps, struct op *batch,
 	if (sent && durable && !ps->durable)
 		sent = PQsendQueryParams(c, "SET LOCAL synchronous_commit = on",
 					 0, NULL, NULL, NULL, NULL, 0) == 1;
+	sent = sent &&
+	       PQsendQueryParams(c, XID_SQL, 0, NULL, NULL, NULL, NULL, 0) == 1;
 	for (op = batch; op && sent; op = op->next) {
 		if (op->final)
 			continue;
@@ -1209,13 +1267,16 @@ static int batch_pipe(struct pg_store *ps, struct op *batch,
 		*fr = NULL;
 		return -EIO;
 	}
-	for (i = 0; i < (durable && !ps->durable ? 2u : 1u); i++) {
-		r = pipe_result(c); /* BEGIN, SET LOCAL */
-		if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
+	for (i = 0; i < (durable && !ps->durable ? 3u : 2u); i++) {
+		r = pipe_result(c); /* BEGIN, SET LOCAL, the xid */
+		if (!r || (PQresultStatus(r) != PGRES_COMMAND_OK &&
+			   PQresultStatus(r) != PGRES_TUPLES_OK)) {
 			*at_commit = !r; /* a lost connection: unknown */
 			*fr = r;
 			goto drain;
 		}
+		if (PQresultStatus(r) == PGRES_TUPLES_OK)
+			xid = xid_of(r);
 		PQclear(r);
 	}
 	for (op = batch; op; op = op->next) {
@@ -1246,6 +1307,7 @@ static int batch_pipe(struct pg_store *ps, struct op *batch,
 		goto drain;
 	}
 	PQclear(r);
+	xid_committed(ps, xid);
 	/* committed, and the doorbell is on its way: the callers go now
 	 * (their ops die with them), its results are read after */
 	batch_committed(ps, batch, bi, t0);
@@ -1289,7 +1351,9 @@ static int batch_attempt(struct pg_store *ps, struct op *batch,
 			 struct op **failed, bool *at_commit, bool *woken)
 {
 	bool durable = bi->durable;
+	uint64_t xid;
 	struct op *op;
+	PGresult *xr;
 	int rc;
 
 	*failed = NULL;
@@ -1308,6 +1372,14 @@ static int batch_attempt(struct pg_store *ps, struct op *batch,
 			     : "BEGIN",
 		     fr))
 		return -EIO;
+	xr = PQexec(ps->w.c, XID_SQL);
+	xid = xid_of(xr);
+	if (!xid) {
+		*fr = xr;
+		PQclear(PQexec(ps->w.c, "ROLLBACK"));
+		return -EIO;
+	}
+	PQclear(xr);
 	for (op = batch; op; op = op->next) {
 		if (op->final)
 			continue;
@@ -1322,6 +1394,7 @@ static int batch_attempt(struct pg_store *ps, struct op *batch,
 	*at_commit = true;
 	if (exec_cmd(ps->w.c, "COMMIT", fr))
 		return -EIO;
+	xid_committed(ps, xid);
 	return 0;
 }
 
@@ -1661,7 +1734,7 @@ static int pg_changes_prune(struct store *st, uint64_t max_age_ms)
 static int feed_drain_locked(struct pg_store *ps)
 {
 	PGnotify *n;
-	int got = 0;
+	int got = 0, acks = 0;
 
 	if (!ps->f.c)
 		return -ENOTCONN;
@@ -1669,12 +1742,21 @@ static int feed_drain_locked(struct pg_store *ps)
 		PQfinish(ps->f.c);
 		ps->f.c = NULL;
 		ps->f.prepared = 0;
+		lease_drop(ps);
 		return -EIO;
 	}
 	while ((n = PQnotifies(ps->f.c))) {
-		if (strcmp(n->extra, ps->origin) != 0)
+		if (!strcmp(n->relname, PG_ACK_CHANNEL))
+			acks++;
+		else if (strcmp(n->extra, ps->origin) != 0)
 			got++;
 		PQfreemem(n);
+	}
+	if (acks) { /* wake store_wait_applied() */
+		pthread_mutex_lock(&ps->ack_lock);
+		ps->ack_seq += acks;
+		pthread_cond_broadcast(&ps->ack_cond);
+		pthread_mutex_unlock(&ps->ack_lock);
 	}
 	if (got)
 		atomic_fetch_add_explicit(&ps->bells_received, got,
@@ -1767,6 +1849,279 @@ static int pg_changes_head(struct store *st, uint64_t *cursor)
 	if (err == 0)
 		*cursor = tok;
 	return err;
+}
+
+/* ---- leases and acknowledgements ----------------------------------------- */
+
+/*
+ * Leases (coherence = strict; store.h: store_hits_ok(),
+ * store_wait_applied()). Each store holds a row in regionfs.mounts (id:
+ * its origin) with lease_until, on the server's clock, and applied, the
+ * snapshot up to which it has applied the change log. The row is written
+ * on the feed connection, by the thread that runs store_changes(), at the
+ * end of a complete pass (PQ_LEASE, one statement): always when the pass
+ * applied a change of someone else's (an acknowledgement: applied moves
+ * to the pass's target snapshot, and a notification on PG_ACK_CHANNEL
+ * wakes the writers waiting), else when renew_ms has passed since the
+ * last renewal. So a renewal always carries the snapshot of a pass that
+ * ended just before it: a mount that renews acknowledges too.
+ *
+ * The statement reads whether the lease was still live before extending
+ * it. If not (a new row, or a lapse: frozen, cut off, the server down),
+ * writers may have stopped waiting for us, so what we cache may be
+ * stale: synced goes false, and true again only at the end of the next
+ * complete pass, which starts after the renewal committed and so sees
+ * every change whose writer did not wait for us (it committed before the
+ * writer read our row as lapsed, so before our renewal). If the lease
+ * was live, no writer ever skipped us: lease_until only grows, and each
+ * renewal found it later than its own time.
+ *
+ * Hits are allowed while synced and now_ns() < lease_end_ns: the time
+ * before the renewal was sent plus lease_ms, less a fifth of it as margin
+ * for clock rates and for a renewal committed asynchronously and lost in
+ * a server crash (the feed connection commits with synchronous_commit
+ * off, like the doorbells: up to 3 x wal_writer_delay, 600 ms by default,
+ * could be lost; the connection drops then anyway, and lease_drop()
+ * stops hits at once).
+ *
+ * The rows of mounts that stopped without deleting theirs (killed) stay
+ * until a store opening later deletes rows expired for a day; a lapsed
+ * row costs writers nothing.
+ */
+#define LEASE_MARGIN_MS(l) ((l) / 5)
+
+/*
+ * The lease statement and, with ack, the acknowledgement's notification
+ * in a transaction of its own (a full NOTIFY queue must never fail the
+ * renewal), sent at once (pipeline mode, a sync after each): one round
+ * trip. Returns the lease's result, or NULL (reported; the connection
+ * dropped if it broke).
+ */
+static PGresult *lease_send(struct pg_store *ps, const char *const *vals,
+			    bool ack)
+{
+	static const int idx[2] = {PQ_LEASE, PQ_ACK_BELL};
+	const char *bv[1] = {ps->origin};
+	PGconn *c = ps->f.c;
+	PGresult *r, *lease = NULL, *bad = NULL;
+	int syncs = 0, want = ack ? 2 : 1, i;
+	bool ok;
+
+	for (i = 0; i < 2; i++) {
+		if (ps->f.prepared & (1u << idx[i]))
+			continue;
+		r = PQprepare(c, pg_stmts[idx[i]].name, pg_stmts[idx[i]].sql,
+			      pg_stmts[idx[i]].nparams, NULL);
+		if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
+			fail(ps, &ps->f, r, "lease", NULL, NULL, 0);
+			return NULL;
+		}
+		PQclear(r);
+		ps->f.prepared |= 1u << idx[i];
+	}
+	ok = PQenterPipelineMode(c) &&
+	     PQsendQueryPrepared(c, pg_stmts[PQ_LEASE].name, 5, vals, NULL,
+				 NULL, 1) &&
+	     PQpipelineSync(c);
+	if (ok && ack)
+		ok = PQsendQueryPrepared(c, pg_stmts[PQ_ACK_BELL].name, 1, bv,
+					 NULL, NULL, 1) &&
+		     PQpipelineSync(c);
+	while (ok && syncs < want) {
+		r = PQgetResult(c);
+		if (!r) { /* between two queries' results, or broken */
+			ok = PQstatus(c) == CONNECTION_OK;
+			continue;
+		}
+		if (PQresultStatus(r) == PGRES_PIPELINE_SYNC)
+			syncs++;
+		else if (syncs == 0 && PQresultStatus(r) == PGRES_TUPLES_OK &&
+			 !lease)
+			lease = r, r = NULL;
+		else if (syncs == 0 && !bad &&
+			 PQresultStatus(r) != PGRES_TUPLES_OK)
+			bad = r, r = NULL; /* the lease failed */
+		PQclear(r);		   /* a failed notification: ignored */
+	}
+	if (ok)
+		PQexitPipelineMode(c);
+	if (ok && lease) {
+		PQclear(bad);
+		return lease;
+	}
+	PQclear(lease);
+	fail(ps, &ps->f, bad, "lease", NULL, NULL, 0);
+	if (!ok && ps->f.c) { /* broken while sending or reading */
+		PQfinish(ps->f.c);
+		ps->f.c = NULL;
+		ps->f.prepared = 0;
+	}
+	return NULL;
+}
+
+static void lease_pass_done(struct pg_store *ps, const char *applied, bool ack)
+{
+	char ms[24], pid[24];
+	const char *vals[5] = {ps->origin, ms, applied, ps->host, pid};
+	int64_t t = now_ns(), end;
+	PGresult *r;
+	bool live;
+
+	pthread_mutex_lock(&ps->feed_lock);
+	if (ps->resync) { /* this pass started after the lease was taken */
+		ps->resync = false;
+		atomic_store(&ps->synced, true);
+	}
+	if (!ack && ps->lease_ever &&
+	    t - ps->lease_sent_ns < (int64_t)ps->renew_ms * 1000000 &&
+	    t < atomic_load(&ps->lease_end_ns))
+		goto out;
+	snprintf(ms, sizeof(ms), "%u", ps->lease_ms);
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	if (feed_connect_locked(ps))
+		goto out;
+	r = lease_send(ps, vals, ack);
+	if (!r)
+		goto out;
+	live = PQntuples(r) == 1 && col_i64(r, 0, 0) != 0;
+	PQclear(r);
+	end = t +
+	      ((int64_t)ps->lease_ms - LEASE_MARGIN_MS(ps->lease_ms)) * 1000000;
+	atomic_fetch_add_explicit(&ps->renewals, 1, memory_order_relaxed);
+	if (!live) {
+		if (ps->lease_ever)
+			atomic_fetch_add_explicit(&ps->lapses, 1,
+						  memory_order_relaxed);
+		atomic_store(&ps->synced, false);
+		ps->resync = true;
+	}
+	ps->lease_ever = true;
+	ps->lease_sent_ns = t;
+	atomic_store(&ps->lease_end_ns, end);
+	feed_drain_locked(ps);
+out:
+	pthread_mutex_unlock(&ps->feed_lock);
+}
+
+static int pg_space(struct store *st, uint64_t *total, uint64_t *avail)
+{
+	struct pg_store *ps = PS(st);
+	PGresult *r;
+	int slot, err;
+
+	err = reader_get(ps, "space", &slot);
+	if (err)
+		return err;
+	r = run(ps, &ps->readers[slot], PQ_DBSIZE, NULL, NULL, NULL, "space",
+		NULL, NULL, 0, &err);
+	if (r) {
+		*avail = STORE_SPACE_UNKNOWN;
+		*total = col_u64(r, 0, 0) + *avail;
+		PQclear(r);
+	}
+	reader_put(ps, slot);
+	return err;
+}
+
+static bool pg_hits_ok(struct store *st)
+{
+	struct pg_store *ps = PS(st);
+
+	return atomic_load(&ps->synced) &&
+	       now_ns() < atomic_load(&ps->lease_end_ns);
+}
+
+/* One look at the mounts still to acknowledge xid: *n, and *left_ms of
+ * the first of their leases. */
+static int pending_acks(struct pg_store *ps, uint64_t xid, int64_t *n,
+			int64_t *left_ms)
+{
+	char x[24];
+	const char *vals[2] = {ps->origin, x};
+	int lens[2] = {0}, fmts[2] = {0};
+	PGresult *r;
+	int slot, err;
+
+	snprintf(x, sizeof(x), "%" PRIu64, xid);
+	err = reader_get(ps, "ack", &slot);
+	if (err)
+		return err;
+	r = run(ps, &ps->readers[slot], PQ_PENDING, vals, lens, fmts, "ack",
+		NULL, NULL, 0, &err);
+	if (r) {
+		*n = col_i64(r, 0, 0);
+		*left_ms = col_i64(r, 0, 1);
+		PQclear(r);
+	}
+	reader_put(ps, slot);
+	return err;
+}
+
+/* Sleeps on ack_cond until an acknowledgement after seq, or ms. */
+static void ack_sleep(struct pg_store *ps, uint64_t seq, int64_t ms)
+{
+	int64_t end = now_ns() + ms * 1000000;
+	struct timespec ts = {.tv_sec = end / 1000000000,
+			      .tv_nsec = end % 1000000000};
+
+	pthread_mutex_lock(&ps->ack_lock);
+	while (ps->ack_seq == seq)
+		if (pthread_cond_timedwait(&ps->ack_cond, &ps->ack_lock, &ts) ==
+		    ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&ps->ack_lock);
+}
+
+#define ACK_POLL_MS 50 /* look again at least this often */
+
+static int pg_wait_applied(struct store *st)
+{
+	struct pg_store *ps = PS(st);
+	uint64_t xid = atomic_load(&ps->last_xid), seq, took, max;
+	int64_t t0 = now_ns(), cap, n = 0, left = 0, t;
+	bool timed_out = false;
+	int err;
+
+	if (!xid)
+		return 0; /* we never committed anything */
+	/* a mount that renews acknowledges; one that does not renews is
+	 * waited for until its lease_until, at most lease_ms away; a pass
+	 * and a renewal period on top (store.h) */
+	cap = t0 + ((int64_t)ps->lease_ms + ps->renew_ms + 500) * 1000000;
+	for (;;) {
+		pthread_mutex_lock(&ps->ack_lock);
+		seq = ps->ack_seq;
+		pthread_mutex_unlock(&ps->ack_lock);
+		err = pending_acks(ps, xid, &n, &left);
+		t = now_ns();
+		if (err) { /* cannot look: wait out the bound */
+			if (t < cap)
+				sleep_ms((unsigned)((cap - t) / 1000000) + 1);
+			timed_out = true;
+			break;
+		}
+		if (n == 0)
+			break;
+		if (t >= cap) {
+			timed_out = true;
+			break;
+		}
+		left = left < 1 ? 1 : left + 1;
+		if (left > ACK_POLL_MS)
+			left = ACK_POLL_MS;
+		ack_sleep(ps, seq, left);
+	}
+	took = (uint64_t)(now_ns() - t0);
+	atomic_fetch_add_explicit(&ps->acks_waited, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&ps->ack_wait_ns, took, memory_order_relaxed);
+	max = atomic_load(&ps->ack_wait_max_ns);
+	while (took > max &&
+	       !atomic_compare_exchange_weak(&ps->ack_wait_max_ns, &max, took))
+		;
+	if (timed_out)
+		atomic_fetch_add_explicit(&ps->acks_timed_out, 1,
+					  memory_order_relaxed);
+	return 0;
 }
 
 /* One change of a page, copied out: region and key point into buf. */
@@ -1868,11 +2223,13 @@ struct feed_pass {
 	void *ctx;
 	int calls;
 	bool stop, invalidated;
+	bool others; /* a change not ours was applied: acknowledge it */
 };
 
 static void pass_call(struct feed_pass *fp, const char *region, const void *key,
 		      size_t klen)
 {
+	fp->others = true;
 	if (!key) {
 		if (fp->invalidated)
 			return; /* once per pass is enough */
@@ -1942,6 +2299,8 @@ static int pg_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
 			struct feed_row *row = &p->rows[i];
 
 			after = row->seq;
+			if (!row->own)
+				fp.others = true; /* even if no file: to ack */
 			if (row->own || (!row->all && !row->klen))
 				continue; /* ours, or an empty key: no file */
 			if (row->all)
@@ -1972,6 +2331,8 @@ static int pg_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
 		else
 			*cursor = tok;
 	}
+	if (err == 0 && done) /* every change up to it is applied */
+		lease_pass_done(ps, to ? to : from, fp.others);
 	free(from);
 	free(to);
 	return err ? err : fp.calls;
@@ -2032,6 +2393,13 @@ static void pg_stats(struct store *st, struct store_stats *out)
 		atomic_load_explicit(&ps->reconnects, memory_order_relaxed);
 	out->notify_queue_ppm =
 		atomic_load_explicit(&ps->queue_ppm, memory_order_relaxed);
+	out->lease_live = pg_hits_ok(st);
+	out->lease_renewals = atomic_load(&ps->renewals);
+	out->lease_lapses = atomic_load(&ps->lapses);
+	out->acks_waited = atomic_load(&ps->acks_waited);
+	out->ack_wait_ns = atomic_load(&ps->ack_wait_ns);
+	out->ack_wait_max_ns = atomic_load(&ps->ack_wait_max_ns);
+	out->acks_timed_out = atomic_load(&ps->acks_timed_out);
 }
 
 /*
@@ -2118,6 +2486,14 @@ static void pg_close(struct store *st)
 		pthread_mutex_unlock(&ps->lock);
 		pthread_join(ps->writer, NULL);
 	}
+	if (ps->lease_ever && ps->f.c && PQstatus(ps->f.c) == CONNECTION_OK) {
+		/* others stop waiting for us at once */
+		const char *vals[1] = {ps->origin};
+
+		PQclear(PQexecParams(
+			ps->f.c, "DELETE FROM regionfs.mounts WHERE id = $1", 1,
+			NULL, vals, NULL, NULL, 0));
+	}
 	pconn_close(&ps->w);
 	pconn_close(&ps->f);
 	for (i = 0; i < PG_READERS; i++)
@@ -2132,6 +2508,8 @@ static void pg_close(struct store *st)
 		pthread_mutex_destroy(&ps->pool_lock);
 		pthread_cond_destroy(&ps->pool_free);
 		pthread_mutex_destroy(&ps->feed_lock);
+		pthread_mutex_destroy(&ps->ack_lock);
+		pthread_cond_destroy(&ps->ack_cond);
 	}
 	free(ps->conninfo);
 	free(ps);
@@ -2193,6 +2571,13 @@ int store__pg_open(const char *conninfo, const struct store_options *opts,
 	ps->error_ctx = opts ? opts->error_ctx : NULL;
 	ps->tail = &ps->queue;
 	ps->next_token = 1;
+	ps->lease_ms = opts && opts->lease_ms ? opts->lease_ms
+					      : STORE_DEFAULT_LEASE_MS;
+	ps->renew_ms = opts && opts->renew_ms ? opts->renew_ms
+					      : STORE_DEFAULT_RENEW_MS;
+	if (gethostname(ps->host, sizeof(ps->host)) < 0)
+		strcpy(ps->host, "?");
+	ps->host[sizeof(ps->host) - 1] = '\0';
 	make_origin(ps);
 	if (!ps->conninfo) {
 		free(ps);
@@ -2201,7 +2586,9 @@ int store__pg_open(const char *conninfo, const struct store_options *opts,
 	if (pthread_mutex_init(&ps->lock, NULL) || wake_init(&ps->wake) ||
 	    pthread_mutex_init(&ps->pool_lock, NULL) ||
 	    pthread_cond_init(&ps->pool_free, NULL) ||
-	    pthread_mutex_init(&ps->feed_lock, NULL)) {
+	    pthread_mutex_init(&ps->feed_lock, NULL) ||
+	    pthread_mutex_init(&ps->ack_lock, NULL) ||
+	    wake_init(&ps->ack_cond)) {
 		free(ps->conninfo);
 		free(ps);
 		return -ENOMEM;
@@ -2230,6 +2617,10 @@ int store__pg_open(const char *conninfo, const struct store_options *opts,
 	err = schema_upgrade(ps, c);
 	if (err)
 		goto out;
+	if (!ps->read_only) /* rows of mounts gone for a day: killed ones */
+		PQclear(PQexec(c, "DELETE FROM regionfs.mounts WHERE "
+				  "lease_until < clock_timestamp() - "
+				  "interval '1 day'"));
 	if (!ps->read_only) {
 		err = conn_ensure(ps, &ps->w, CONN_WRITER, "connect");
 		if (err == 0)
@@ -2266,4 +2657,7 @@ static const struct store_ops pg_ops = {
 	.stats = pg_stats,
 	.changes_fd = pg_changes_fd,
 	.changes_drain = pg_changes_drain,
+	.hits_ok = pg_hits_ok,
+	.wait_applied = pg_wait_applied,
+	.space = pg_space,
 };

@@ -6,8 +6,9 @@
 #ifndef RFS_PG_SQL_H
 #define RFS_PG_SQL_H
 
-#define PG_SCHEMA_VERSION 1 /* regionfs.schema_version this code writes */
-#define PG_CHANNEL	  "regionfs" /* the doorbell's LISTEN channel */
+#define PG_SCHEMA_VERSION 2 /* regionfs.schema_version this code writes */
+#define PG_CHANNEL	  "regionfs"	 /* the doorbell's LISTEN channel */
+#define PG_ACK_CHANNEL	  "regionfs_ack" /* acknowledgements (pg.c) */
 
 /* Serialises schema creation and upgrades between mounts starting at once. */
 #define PG_SCHEMA_LOCK "SELECT pg_advisory_xact_lock(7276784519437313)"
@@ -122,12 +123,31 @@ static const char pg_schema_v1[] =
 	"  FOR EACH STATEMENT EXECUTE FUNCTION regionfs.kv_log();\n";
 
 /*
+ * Version 2: mounts, one row per mounted store (pg.c, "Leases"): id is
+ * the store's origin, lease_until the end of its lease (the server's
+ * clock), applied the snapshot up to which it has applied the change log
+ * (every change of a transaction visible in it is invalidated in its
+ * cache; NULL: none yet). A writer of a strict region waits for the live
+ * rows whose applied does not yet see its transaction.
+ */
+static const char pg_schema_v2[] =
+	"CREATE TABLE regionfs.mounts(\n"
+	"  id text PRIMARY KEY,\n"
+	"  host text NOT NULL,\n"
+	"  pid integer NOT NULL,\n"
+	"  started timestamptz NOT NULL DEFAULT clock_timestamp(),\n"
+	"  lease_until timestamptz NOT NULL,\n"
+	"  applied pg_snapshot,\n"
+	"  renewals bigint NOT NULL DEFAULT 0);\n";
+
+/*
  * pg_schema_steps[v] upgrades a database at version v to v + 1, inside
  * the transaction pg.c's schema_upgrade() opens (with PG_SCHEMA_LOCK
  * held). Version 2 appends its step and bumps PG_SCHEMA_VERSION.
  */
 static const char *const pg_schema_steps[PG_SCHEMA_VERSION] = {
 	pg_schema_v1, /* 0 -> 1: no regionfs schema yet */
+	pg_schema_v2, /* 1 -> 2: mounts (leases) */
 };
 
 /* Keys that are valid file names (1..255 bytes, no '/' or NUL). */
@@ -142,6 +162,8 @@ enum {
 	PQ_STAT,
 	PQ_LIST,
 	PQ_USAGE,
+	PQ_PENDING,
+	PQ_DBSIZE,
 	/* the writer */
 	PQ_PUT,
 	PQ_DELETE,
@@ -153,6 +175,8 @@ enum {
 	PQ_SNAP,
 	PQ_FIRST,
 	PQ_PAGE,
+	PQ_LEASE,
+	PQ_ACK_BELL,
 	PQ_NSTMT
 };
 
@@ -179,6 +203,21 @@ static const struct pg_stmt pg_stmts[PQ_NSTMT] = {
 		      "SELECT count(*), coalesce(sum(size), 0)::bigint "
 		      "FROM regionfs.kv WHERE region = $1",
 		      1},
+	/*
+	 * The other mounts ($1: us) a strict change of transaction $2 still
+	 * waits for (live lease, applied not seeing $2), and the ms left of
+	 * the first of their leases to run out.
+	 */
+	[PQ_PENDING] =
+		{"rfs_pending",
+		 "SELECT count(*), coalesce((extract(epoch FROM "
+		 "min(lease_until) - clock_timestamp()) * 1000)"
+		 "::bigint, 0) FROM regionfs.mounts WHERE id <> $1 "
+		 "AND lease_until > clock_timestamp() AND (applied IS "
+		 "NULL OR NOT pg_visible_in_snapshot($2::xid8, applied))",
+		 2},
+	[PQ_DBSIZE] = {"rfs_dbsize",
+		       "SELECT pg_database_size(current_database())", 0},
 	[PQ_PUT] = {"rfs_put",
 		    "INSERT INTO regionfs.kv AS t"
 		    "(region, key, value, size, mtime_ns, version) "
@@ -255,6 +294,27 @@ static const struct pg_stmt pg_stmts[PQ_NSTMT] = {
 		     "AND pg_visible_in_snapshot(xid, $3::pg_snapshot) "
 		     "ORDER BY seq LIMIT 1000) c ON true ORDER BY c.seq",
 		     5},
+	/*
+	 * Takes or renews the lease of mount $1 for $2 ms, recording $3 (a
+	 * snapshot; NULL keeps the last) as applied. Returns whether the
+	 * lease was live before (NULL: no row), read before the change.
+	 */
+	[PQ_LEASE] =
+		{"rfs_lease",
+		 "WITH old AS (SELECT lease_until > clock_timestamp() AS "
+		 "live FROM regionfs.mounts WHERE id = $1) "
+		 "INSERT INTO regionfs.mounts AS m"
+		 "(id, host, pid, lease_until, applied) VALUES ($1, $4, "
+		 "$5::integer, clock_timestamp() + $2::bigint * "
+		 "interval '1 millisecond', $3::pg_snapshot) "
+		 "ON CONFLICT (id) DO UPDATE SET lease_until = "
+		 "excluded.lease_until, applied = coalesce(excluded.applied, "
+		 "m.applied), renewals = m.renewals + 1 "
+		 "RETURNING (SELECT live FROM old)",
+		 5},
+	/* tells waiting writers that mount $1 acknowledged */
+	[PQ_ACK_BELL] = {"rfs_ack_bell",
+			 "SELECT pg_notify('" PG_ACK_CHANNEL "', $1)", 1},
 };
 
 #define PG_PAGE_ROWS 1000 /* the LIMIT of PQ_PAGE */

@@ -98,7 +98,19 @@ struct store_options {
 	 * STORE_DEFAULT_RESERVE; UINT64_MAX: none.
 	 */
 	uint64_t reserve_bytes;
+	/*
+	 * PostgreSQL: this mount's lease (store_hits_ok(),
+	 * store_wait_applied()): how long one renewal holds it, and how
+	 * often it is renewed. 0: STORE_DEFAULT_LEASE_MS and
+	 * STORE_DEFAULT_RENEW_MS. The caller keeps lease_ms >= 2 *
+	 * renew_ms + 500 (renewals ride on the feed's passes, which come at
+	 * least every 250 ms). Ignored by SQLite.
+	 */
+	unsigned lease_ms, renew_ms;
 };
+
+#define STORE_DEFAULT_LEASE_MS 5000
+#define STORE_DEFAULT_RENEW_MS 1000
 
 #define STORE_DEFAULT_RESERVE (1u << 20)
 
@@ -242,6 +254,48 @@ int store_changes_fd(struct store *st);
 int store_changes_drain(struct store *st);
 
 /*
+ * Coherence across mounts (regions.ini coherence = strict).
+ *
+ * store_hits_ok(): may this mount's cache serve hits in a strict region
+ * now? PostgreSQL: only while this mount holds a live lease (a row in
+ * regionfs.mounts it renews on its feed connection, every renew_ms, for
+ * lease_ms; counted from before the renewal was sent, a fifth of it
+ * kept as margin) AND has completed a replay of the change log that
+ * started after the lease was last taken anew. A lapsed lease (the mount
+ * was frozen, cut off, or the server down) means writers elsewhere stopped
+ * waiting for this mount, so what it caches may be stale: false until
+ * then. Cheap (two atomic loads, a clock read). SQLite: always true.
+ *
+ * store_wait_applied(): waits until every OTHER mount whose lease is live
+ * has applied (replayed and acknowledged) every change this store
+ * committed before the call, or its lease ran out: a mount that neither
+ * acknowledges nor renews is waited for at most until its lease_until,
+ * which is at most lease_ms after its last renewal; a mount that renews
+ * acknowledges with the renewal's replay. So the wait is at most
+ * lease_ms + renew_ms + a pass (the cap; beyond it the wait ends and is
+ * counted in acks_timed_out). If the mounts table cannot be read (the
+ * server unreachable), it waits out that cap instead: every other mount's
+ * lease has then lapsed or been renewed after a replay covering the
+ * change. Returns 0 (the change is committed either way); the waits are
+ * counted in store_stats. SQLite: returns 0 at once (one host: the other
+ * mounts see the file's commits within milliseconds).
+ */
+bool store_hits_ok(struct store *st);
+
+/*
+ * Space for statfs(2), in bytes, when the store knows better than the file
+ * system of SOURCE: PostgreSQL, whose disk is the server's: used is
+ * pg_database_size() of the database, avail STORE_SPACE_UNKNOWN (a client
+ * cannot see the server's free space; like object-store file systems, a
+ * large number, so that tools checking free space do not refuse), total
+ * their sum. -ENOTSUP: ask the file system of the database file
+ * (SQLite).
+ */
+#define STORE_SPACE_UNKNOWN (1ull << 50) /* 1 PiB */
+int store_space(struct store *st, uint64_t *total, uint64_t *avail);
+int store_wait_applied(struct store *st);
+
+/*
  * Every counter of struct store_stats, defined once: the struct, the
  * stats file lines and metrics.prom families (fs/virtual.c) and the check
  * against doc/stats.md (tests/integration/test_virtual.c) are generated
@@ -300,7 +354,33 @@ int store_changes_drain(struct store *st);
 	  "PostgreSQL: connections opened again after one was lost.")          \
 	X(STORE_GAUGE, notify_queue_ppm, STORE_UNIT_COUNT,                     \
 	  "store_notify_queue_ppm", "regionfs_store_notify_queue_ppm",         \
-	  "PostgreSQL: pg_notification_queue_usage() in millionths.")
+	  "PostgreSQL: pg_notification_queue_usage() in millionths.")          \
+	X(STORE_GAUGE, lease_live, STORE_UNIT_COUNT, "store_lease_live",       \
+	  "regionfs_store_lease_live",                                         \
+	  "PostgreSQL: 1 while this mount holds a live lease and has "         \
+	  "replayed the change log since taking it (strict regions serve "     \
+	  "hits).")                                                            \
+	X(STORE_COUNTER, lease_renewals, STORE_UNIT_COUNT,                     \
+	  "store_lease_renewals", "regionfs_store_lease_renewals_total",       \
+	  "PostgreSQL: lease renewals (and acknowledgements) committed.")      \
+	X(STORE_COUNTER, lease_lapses, STORE_UNIT_COUNT, "store_lease_lapses", \
+	  "regionfs_store_lease_lapses_total",                                 \
+	  "PostgreSQL: times this mount found its lease had run out.")         \
+	X(STORE_COUNTER, acks_waited, STORE_UNIT_COUNT, "store_acks_waited",   \
+	  "regionfs_store_acks_waited_total",                                  \
+	  "PostgreSQL: strict changes that waited for other mounts' "          \
+	  "acknowledgements.")                                                 \
+	X(STORE_COUNTER, ack_wait_ns, STORE_UNIT_NS, "store_ack_wait_time_us", \
+	  "regionfs_store_ack_wait_seconds_total",                             \
+	  "PostgreSQL: time strict changes spent waiting for "                 \
+	  "acknowledgements.")                                                 \
+	X(STORE_GAUGE, ack_wait_max_ns, STORE_UNIT_NS,                         \
+	  "store_ack_wait_max_us", "regionfs_store_ack_wait_max_seconds",      \
+	  "PostgreSQL: the longest such wait.")                                \
+	X(STORE_COUNTER, acks_timed_out, STORE_UNIT_COUNT,                     \
+	  "store_acks_timed_out", "regionfs_store_acks_timed_out_total",       \
+	  "PostgreSQL: waits ended by the bound, not by every "                \
+	  "acknowledgement.")
 
 enum store_stat_type {
 	STORE_COUNTER,

@@ -109,7 +109,8 @@ struct store {
 	bool tls_ok, locks_ok, thread_ok;
 	pthread_t writer;
 
-	/* writer thread only (and store_open before it starts) */
+	/* the thread running a batch only (busy: the writer thread, or a
+	 * caller leading its own batch; store_open before the writer starts) */
 	sqlite3 *wdb;
 	sqlite3_stmt *w[W_NSTMT];
 	int64_t busy_start;	   /* when the current wait began */
@@ -125,6 +126,7 @@ struct store {
 	pthread_cond_t wake;	  /* the writer waits for ops */
 	struct op *queue;	  /* L: lock */
 	struct op **tail;	  /* L: lock */
+	bool busy;		  /* L: lock; a batch is running */
 	bool stopping;		  /* L: lock */
 	struct store_stats stats; /* L: lock */
 
@@ -141,7 +143,8 @@ struct store {
 	atomic_uint_fast64_t errs[STORE_ERR_NKINDS]; /* relaxed counters */
 #ifndef NDEBUG
 	atomic_uintptr_t ranges_owner; /* ranges_lock holder's token, or 0 */
-	uintptr_t writer_token; /* writer thread only; 0 before it runs */
+	uintptr_t writer_token; /* L: lock; the thread running the batch
+				 * (busy), or the last one; 0 before any */
 #endif
 };
 
@@ -160,8 +163,9 @@ uintptr_t store__thread_token(void);
 				    memory_order_relaxed) ==                   \
 	       store__thread_token())
 /*
- * The writer thread's own state (wdb, w[], wstats, ...) is touched by the
- * writer only, or by store_open/store_close while no writer runs.
+ * The writer's own state (wdb, w[], wstats, ...) is touched only by the
+ * thread running a batch (the writer thread or a leading caller, sqlite.c
+ * submit()), or by store_open/store_close while no batch runs.
  */
 #define store__assert_writer(st)                                               \
 	assert((st)->writer_token == 0 ||                                      \

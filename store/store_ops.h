@@ -68,6 +68,10 @@ struct store_ops {
 	bool (*file_lost)(struct store *st);	/* NULL: never */
 	int (*changes_fd)(struct store *st);	/* NULL: -ENOTSUP */
 	int (*changes_drain)(struct store *st); /* NULL: 0 */
+	bool (*hits_ok)(struct store *st);	/* NULL: true */
+	int (*wait_applied)(struct store *st);	/* NULL: 0 */
+	int (*space)(struct store *st, uint64_t *total,
+		     uint64_t *avail); /* NULL: -ENOTSUP */
 
 	/* store_thread_prepare(); NULL: nothing to prepare */
 	int (*thread_prepare)(struct store *st);

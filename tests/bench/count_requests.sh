@@ -10,6 +10,9 @@
 # Each operation runs on KEYS keys (default 100) after a warm-up; the
 # script prints, per operation, the requests per key by opcode, e.g.
 #   warm read: OPEN 1.00 RELEASE 1.00
+# and the store's write transactions per key ("store commits": the
+# shell's '>' closes its descriptor once before it writes, so a shell
+# create commits twice; cp's one open, write, close commits once).
 # (RELEASE is asynchronous: close() does not wait for it; FORGET and
 # BATCH_FORGET likewise. After a READ the kernel asks GETATTR once at the
 # next fstat(), which wants the atime it marked stale.) Needs /dev/fuse; mounts under a temporary
@@ -54,14 +57,16 @@ settle()
 # count WHAT CMD...: runs CMD, prints the requests it caused per key.
 count()
 {
-	local what=$1 before
+	local what=$1 before c0 c1
 	shift
 	settle
 	before=$(wc -l <"$RFS_LOG")
+	c0=$(awk '$1 == "store_commits" { print $2 }' "$S")
 	"$@"
 	settle
+	c1=$(awk '$1 == "store_commits" { print $2 }' "$S")
 	tail -n +"$((before + 1))" "$RFS_LOG" |
-		awk -v n="$n" -v what="$what" '
+		awk -v n="$n" -v what="$what" -v commits=$((c1 - c0)) '
 		# skip the stats file (node 3) and .regionfs/ (node 2): settle() reads them
 		/unique: [0-9]+, opcode: / {
 			for (i = 1; i < NF; i++) {
@@ -77,7 +82,7 @@ count()
 			printf "%s:", what
 			for (op in c)
 				printf " %s %.2f", op, c[op] / n
-			printf "\n"
+			printf " (store commits %.2f)\n", commits / n
 		}'
 }
 
@@ -89,12 +94,18 @@ each()
 	done
 }
 write1() { printf 'value of %s' "$1" >"$1"; }
+src=$RFS_TMP/value
+printf 'a value to copy' >"$src"
+cp1() { cp "$src" "$1.c"; }
+rmc() { rm "$1.c"; }
 write2() { printf 'another value of %s' "$1" >"$1"; }
 read1() { cat "$1" >/dev/null; }
 stat1() { stat "$1" >/dev/null; }
 lsl() { ls -l "$R" >/dev/null; }
 
 count "create+write+close" each write1
+count "create+write+close with one descriptor (cp)" each cp1
+each rmc
 count "first read after create" each read1
 count "second read (the first READ left atime to ask for)" each read1
 count "warm read" each read1

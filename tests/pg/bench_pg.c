@@ -18,6 +18,14 @@
  *	until it shows it (B holds the previous value cached: it read it at
  *	the end of the previous round). Prints p50, p99 and max of the time
  *	from close() on A returning to the first read on B that shows it.
+ *
+ *   bench_pg close NAME DIR_BOUNDED DIR_STRICT [ROUNDS]
+ *	The cost of coherence = strict: rounds of one write (open O_TRUNC,
+ *	write, close) to DIR_BOUNDED/k, then one to DIR_STRICT/k, both on
+ *	the same mount, interleaved; prints name=value lines: p50 and p90
+ *	of close() alone and of the whole write, per coherence, and
+ *	ack_cost_p50_NAME (strict minus bounded close p50), in ms. NAME
+ *	tags the lines (run_bench_pg.sh: how many other mounts there are).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -260,6 +268,78 @@ static int bench_latency(const char *a, const char *b, int rounds)
 	return 0;
 }
 
+/* ---- the cost of strict ------------------------------------------------------ */
+
+/* One write of v to path: *close_ns the close() alone, *all_ns all of it. */
+static int timed_write(const char *path, const char *v, int64_t *close_ns,
+		       int64_t *all_ns)
+{
+	int64_t t0 = now_ns(), t1;
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	size_t n = strlen(v);
+
+	if (fd < 0)
+		return -1;
+	if (write(fd, v, n) != (ssize_t)n) {
+		close(fd);
+		return -1;
+	}
+	t1 = now_ns();
+	if (close(fd))
+		return -1;
+	*close_ns = now_ns() - t1;
+	*all_ns = now_ns() - t0;
+	return 0;
+}
+
+static double pct(int64_t *v, int n, int p)
+{
+	qsort(v, n, sizeof(*v), cmp_i64);
+	return v[(n * p) / 100] / 1e6;
+}
+
+static int bench_close(const char *name, const char *bounded,
+		       const char *strict, int rounds)
+{
+	const char *dirs[2] = {bounded, strict},
+		   *tag[2] = {"bounded", "strict"};
+	int64_t *c[2], *w[2];
+	char path[4096], v[64];
+	double p50[2];
+	int i, k;
+
+	for (k = 0; k < 2; k++) {
+		c[k] = calloc(rounds, sizeof(int64_t));
+		w[k] = calloc(rounds, sizeof(int64_t));
+		if (!c[k] || !w[k])
+			return 1;
+	}
+	srand(42);
+	for (i = 0; i < rounds; i++) {
+		usleep(rand() % 5000);
+		for (k = 0; k < 2; k++) {
+			snprintf(path, sizeof(path), "%s/k", dirs[k]);
+			snprintf(v, sizeof(v), "v%d", i);
+			if (timed_write(path, v, &c[k][i], &w[k][i]))
+				return fprintf(stderr, "write %s: %s\n", path,
+					       strerror(errno)),
+				       1;
+		}
+	}
+	for (k = 0; k < 2; k++) {
+		p50[k] = pct(c[k], rounds, 50);
+		printf("close_p50_%s_%s=%.3f\n", tag[k], name, p50[k]);
+		printf("close_p90_%s_%s=%.3f\n", tag[k], name,
+		       pct(c[k], rounds, 90));
+		printf("write_p50_%s_%s=%.3f\n", tag[k], name,
+		       pct(w[k], rounds, 50));
+		free(c[k]);
+		free(w[k]);
+	}
+	printf("ack_cost_p50_%s=%.3f\n", name, p50[1] - p50[0]);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 3 && !strcmp(argv[1], "writes"))
@@ -268,8 +348,12 @@ int main(int argc, char **argv)
 	if (argc >= 4 && !strcmp(argv[1], "latency"))
 		return bench_latency(argv[2], argv[3],
 				     argc > 4 ? atoi(argv[4]) : 200);
+	if (argc >= 5 && !strcmp(argv[1], "close"))
+		return bench_close(argv[2], argv[3], argv[4],
+				   argc > 5 ? atoi(argv[5]) : 200);
 	fprintf(stderr,
 		"usage: bench_pg writes CONNINFO [SECONDS] [THREADS,...]\n"
-		"       bench_pg latency DIR_A DIR_B [ROUNDS]\n");
+		"       bench_pg latency DIR_A DIR_B [ROUNDS]\n"
+		"       bench_pg close NAME DIR_BOUNDED DIR_STRICT [ROUNDS]\n");
 	return 2;
 }

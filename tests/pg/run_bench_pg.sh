@@ -9,6 +9,9 @@
 #    store against raw libpq single-row upserts, interleaved (ratio_wN).
 # 2. Two mounts of the cluster's database; bench_pg latency: close() on
 #    mount A to the new value read on mount B (p50, p99, max).
+# 3. bench_pg close: close() latency on A in a bounded and a strict
+#    region, interleaved, with 1 other mount (B), then 2 (B and C):
+#    close_p50_{bounded,strict}_{1,2}other=ms and ack_cost_p50_*.
 # Absolute figures depend on the machine's fsync and load; the ratios are
 # the point (same run, same server).
 
@@ -27,9 +30,27 @@ rfs_init
 cat >"$RFS_INI" <<'EOF2'
 [b]
 max_entries = 100
+[s]
+max_entries = 100
+coherence = strict
 EOF2
 rfs_mount_as a
 rfs_mount_as b
 "$bench" latency "$RFS_TMP/a/b" "$RFS_TMP/b/b" "$rounds" || rfs_fail "bench_pg latency"
+# every mount's lease first (strict waits only for live leases)
+lease_live() { grep -q '^store_lease_live 1$' "$RFS_TMP/$1/.regionfs/stats"; }
+wait_leases() {
+	local m i
+	for m in "$@"; do
+		for ((i = 0; i < 200; i++)); do lease_live "$m" && break; sleep 0.05; done
+		lease_live "$m" || rfs_fail "mount $m holds no lease"
+	done
+}
+wait_leases a b
+"$bench" close 1other "$RFS_TMP/a/b" "$RFS_TMP/a/s" "$rounds" || rfs_fail "bench_pg close"
+rfs_mount_as c
+wait_leases c
+"$bench" close 2other "$RFS_TMP/a/b" "$RFS_TMP/a/s" "$rounds" || rfs_fail "bench_pg close"
 rfs_umount a
 rfs_umount b
+rfs_umount c

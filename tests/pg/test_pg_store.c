@@ -12,6 +12,8 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -636,6 +638,136 @@ static void test_read_only_and_version(void **state)
 	sql_ok(f->out, "UPDATE regionfs.schema_version SET version = 1");
 }
 
+/* A database at schema version 1 (no mounts) is upgraded to 2. */
+static void test_upgrade_from_v1(void **state)
+{
+	struct fixture *f = *state;
+	struct store *b;
+	PGresult *r;
+
+	sql_ok(f->out, "DROP TABLE regionfs.mounts");
+	sql_ok(f->out, "UPDATE regionfs.schema_version SET version = 1");
+	assert_int_equal(store_open(conninfo, NULL, &b), 0);
+	store_close(b);
+	r = PQexec(f->out, "SELECT version, to_regclass('regionfs.mounts') "
+			   "IS NOT NULL FROM regionfs.schema_version");
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	assert_string_equal(PQgetvalue(r, 0, 0), "2");
+	assert_string_equal(PQgetvalue(r, 0, 1), "t");
+	PQclear(r);
+}
+
+/* A mount's feed thread, as fs/feed.c runs it: a pass every 20 ms. */
+struct feeder {
+	struct store *st;
+	atomic_bool stop;
+	pthread_t t;
+};
+
+static int ignore(void *ctx, const char *region, const void *key, size_t klen)
+{
+	(void)ctx;
+	(void)region;
+	(void)key;
+	(void)klen;
+	return 0;
+}
+
+static void *feeder_main(void *arg)
+{
+	struct feeder *fd = arg;
+	uint64_t cur;
+
+	assert_int_equal(store_changes_head(fd->st, &cur), 0);
+	while (!atomic_load(&fd->stop)) {
+		store_changes_drain(fd->st);
+		store_changes(fd->st, &cur, ignore, NULL);
+		usleep(20000);
+	}
+	return NULL;
+}
+
+static void feeder_start(struct feeder *fd, struct store *st)
+{
+	fd->st = st;
+	atomic_store(&fd->stop, false);
+	assert_int_equal(pthread_create(&fd->t, NULL, feeder_main, fd), 0);
+}
+
+static void feeder_stop(struct feeder *fd)
+{
+	atomic_store(&fd->stop, true);
+	pthread_join(fd->t, NULL);
+}
+
+/* Waits (at most 10 s) until store_hits_ok(st) is want. */
+static void wait_hits(struct store *st, bool want)
+{
+	int i;
+
+	for (i = 0; i < 1000 && store_hits_ok(st) != want; i++)
+		usleep(10000);
+	assert_int_equal(store_hits_ok(st), want);
+}
+
+/*
+ * Leases and acknowledgements: B takes its lease on its first passes;
+ * A's wait ends on B's acknowledgement; with B's passes stopped (frozen),
+ * B's lease lapses, A's wait ends when it runs out, and B serves no hits
+ * until it renewed and replayed again.
+ */
+static void test_lease_and_ack(void **state)
+{
+	struct fixture *f = *state;
+	struct store_options o = {.lease_ms = 1500, .renew_ms = 200};
+	struct store *a, *b;
+	struct store_stats sa, sb;
+	struct feeder fb;
+	PGresult *r;
+
+	assert_int_equal(store_open(conninfo, &o, &a), 0);
+	assert_int_equal(store_open(conninfo, &o, &b), 0);
+	assert_false(store_hits_ok(b)); /* no lease yet */
+	feeder_start(&fb, b);
+	wait_hits(b, true);
+	/* a strict write waits for B's acknowledgement */
+	assert_int_equal(store_put(a, "r", "k", 1, "1", 1, 0, NULL), 0);
+	assert_int_equal(store_wait_applied(a), 0);
+	r = PQexec(f->out, "SELECT count(*) FROM regionfs.mounts WHERE "
+			   "pg_visible_in_snapshot((SELECT max(xid) FROM "
+			   "regionfs.changes), applied)");
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	assert_string_equal(PQgetvalue(r, 0, 0), "1"); /* B, not A */
+	PQclear(r);
+	store_stats(a, &sa);
+	assert_int_equal(sa.acks_waited, 1);
+	assert_int_equal(sa.acks_timed_out, 0);
+	/* B frozen: its lease lapses; A's wait ends with it, not at a cap */
+	feeder_stop(&fb);
+	assert_int_equal(store_put(a, "r", "k", 1, "2", 1, 0, NULL), 0);
+	assert_int_equal(store_wait_applied(a), 0);
+	store_stats(a, &sa);
+	assert_int_equal(sa.acks_waited, 2);
+	assert_int_equal(sa.acks_timed_out, 0);
+	wait_hits(b, false);
+	/* B wakes: renewed (the lapse seen), then replayed: hits again */
+	feeder_start(&fb, b);
+	wait_hits(b, true);
+	store_stats(b, &sb);
+	assert_true(sb.lease_lapses >= 1);
+	assert_true(sb.lease_renewals >= 2);
+	assert_int_equal(sb.lease_live, 1);
+	feeder_stop(&fb);
+	/* a closed store's row is gone: nobody waits for it */
+	store_close(b);
+	assert_int_equal(store_put(a, "r", "k", 1, "3", 1, 0, NULL), 0);
+	assert_int_equal(store_wait_applied(a), 0);
+	store_stats(a, &sa);
+	assert_int_equal(sa.acks_waited, 3);
+	assert_int_equal(sa.acks_timed_out, 0);
+	store_close(a);
+}
+
 static void test_unreachable(void **state)
 {
 	struct store *b;
@@ -679,6 +811,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_busy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_read_only_and_version,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_upgrade_from_v1, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_lease_and_ack, setup,
+						teardown),
 		cmocka_unit_test(test_unreachable),
 	};
 

@@ -110,6 +110,7 @@ static void assert_limits_equal(const struct config_region *a,
 	assert_int_equal(a->group, b->group);
 	assert_int_equal(a->mode, b->mode);
 	assert_int_equal(a->dir_mode, b->dir_mode);
+	assert_int_equal(a->coherence, b->coherence);
 }
 
 /* Writes len bytes of data to a new temporary file; returns its path. */
@@ -509,18 +510,21 @@ static void test_value_size_is_free_when_bytes_unlimited(void **state)
 static void test_unknown_key_lists_the_valid_ones(void **state)
 {
 	(void)state;
-	expect_error("[a]\nmax_entries = 1\nmax_byte = 1\n",
-		     "t.ini:3: unknown key 'max_byte' (valid: max_entries, "
-		     "max_bytes, max_value_size, ttl, tti, stripes, strategy, "
-		     "durable, read_only, owner, group, mode, dir_mode)");
-	expect_error("[a]\nMax_Bytes = 1\n",
-		     "t.ini:2: unknown key 'Max_Bytes' (valid: max_entries, "
-		     "max_bytes, max_value_size, ttl, tti, stripes, strategy, "
-		     "durable, read_only, owner, group, mode, dir_mode)");
-	expect_error("[a]\nmax bytes = 1\n",
-		     "t.ini:2: unknown key 'max bytes' (valid: max_entries, "
-		     "max_bytes, max_value_size, ttl, tti, stripes, strategy, "
-		     "durable, read_only, owner, group, mode, dir_mode)");
+	expect_error(
+		"[a]\nmax_entries = 1\nmax_byte = 1\n",
+		"t.ini:3: unknown key 'max_byte' (valid: max_entries, "
+		"max_bytes, max_value_size, ttl, tti, stripes, strategy, "
+		"durable, read_only, owner, group, mode, dir_mode, coherence)");
+	expect_error(
+		"[a]\nMax_Bytes = 1\n",
+		"t.ini:2: unknown key 'Max_Bytes' (valid: max_entries, "
+		"max_bytes, max_value_size, ttl, tti, stripes, strategy, "
+		"durable, read_only, owner, group, mode, dir_mode, coherence)");
+	expect_error(
+		"[a]\nmax bytes = 1\n",
+		"t.ini:2: unknown key 'max bytes' (valid: max_entries, "
+		"max_bytes, max_value_size, ttl, tti, stripes, strategy, "
+		"durable, read_only, owner, group, mode, dir_mode, coherence)");
 }
 
 static void test_duplicate_key_names_its_first_line(void **state)
@@ -797,10 +801,11 @@ static void test_long_unknown_key_is_reported_on_its_line(void **state)
 
 	(void)state;
 	k[64] = '\0';
-	m = xprintf("t.ini:3: unknown key '%s...' (valid: max_entries, "
-		    "max_bytes, max_value_size, ttl, tti, stripes, strategy, "
-		    "durable, read_only, owner, group, mode, dir_mode)",
-		    k);
+	m = xprintf(
+		"t.ini:3: unknown key '%s...' (valid: max_entries, "
+		"max_bytes, max_value_size, ttl, tti, stripes, strategy, "
+		"durable, read_only, owner, group, mode, dir_mode, coherence)",
+		k);
 	expect_error(t, m);
 	free(k);
 	free(t);
@@ -814,10 +819,11 @@ static void test_long_unknown_key_is_reported_on_its_line(void **state)
 static void test_colon_is_not_a_separator(void **state)
 {
 	(void)state;
-	expect_error("[a]\nmax:bytes = 1M\n",
-		     "t.ini:2: unknown key 'max:bytes' (valid: max_entries, "
-		     "max_bytes, max_value_size, ttl, tti, stripes, strategy, "
-		     "durable, read_only, owner, group, mode, dir_mode)");
+	expect_error(
+		"[a]\nmax:bytes = 1M\n",
+		"t.ini:2: unknown key 'max:bytes' (valid: max_entries, "
+		"max_bytes, max_value_size, ttl, tti, stripes, strategy, "
+		"durable, read_only, owner, group, mode, dir_mode, coherence)");
 	expect_error("[a]\nttl = 1:30\n",
 		     "t.ini:2: ttl: expected a duration like 30s, 5m, 2h or 1d "
 		     "(0 = never), got '1:30'");
@@ -917,7 +923,7 @@ static void test_trailing_blanks_crlf_and_bom_are_accepted(void **state)
 		     "t.ini:2: unknown key '\\xef\\xbb\\xbfttl' (valid: "
 		     "max_entries, max_bytes, max_value_size, ttl, tti, "
 		     "stripes, strategy, durable, read_only, owner, group, "
-		     "mode, dir_mode)");
+		     "mode, dir_mode, coherence)");
 	/* line numbers in CRLF files are right */
 	expect_error("[a]\r\n\r\nttl = x\r\n",
 		     "t.ini:3: ttl: expected a duration like 30s, 5m, 2h or 1d "
@@ -1117,6 +1123,25 @@ static char *format_to_ini(const char *fmt)
 	return ini;
 }
 
+static void test_coherence(void **state)
+{
+	struct config *c;
+
+	(void)state;
+	c = parse_ok("[defaults]\ncoherence = strict\n"
+		     "[a]\n[b]\ncoherence = Bounded\n[c]\n");
+	assert_int_equal(c->regions[0].coherence, CONFIG_COHERENCE_STRICT);
+	assert_int_equal(c->regions[1].coherence, CONFIG_COHERENCE_BOUNDED);
+	assert_int_equal(c->regions[2].coherence, CONFIG_COHERENCE_STRICT);
+	config_free(c);
+	c = parse_ok("[a]\n");
+	assert_int_equal(c->regions[0].coherence, CONFIG_COHERENCE_BOUNDED);
+	config_free(c);
+	expect_error("[a]\n\ncoherence = eventual\n",
+		     "t.ini:3: coherence: expected bounded or strict, got "
+		     "'eventual'");
+}
+
 static void test_owner_group_mode_read_only(void **state)
 {
 	struct config *c;
@@ -1205,7 +1230,8 @@ static void test_format_is_exact_and_snprintf_like(void **state)
 				   "durable true\n"
 				   "read_only false\n"
 				   "mode 0644\n"
-				   "dir_mode 0755\n";
+				   "dir_mode 0755\n"
+				   "coherence strict\n";
 	struct config *c;
 	char buf[512], small[10];
 	size_t n;
@@ -1213,7 +1239,7 @@ static void test_format_is_exact_and_snprintf_like(void **state)
 	(void)state;
 	c = parse_ok("[full]\nmax_entries = 0\nmax_bytes = 2G\nttl = 1d\n"
 		     "tti = 1500ms\nstripes = 4\nstrategy = s3fifo\n"
-		     "durable = yes\n");
+		     "durable = yes\ncoherence = STRICT\n");
 	n = config_format_region(&c->regions[0], buf, sizeof(buf));
 	assert_string_equal(buf, want);
 	assert_int_equal(n, sizeof(want) - 1);
@@ -1399,6 +1425,7 @@ int main(void)
 		cmocka_unit_test(test_load_reports_unreadable_files),
 		cmocka_unit_test(test_load_refuses_huge_files),
 		cmocka_unit_test(test_owner_group_mode_read_only),
+		cmocka_unit_test(test_coherence),
 		cmocka_unit_test(test_format_round_trips),
 		cmocka_unit_test(test_format_is_exact_and_snprintf_like),
 		cmocka_unit_test(test_parses_run_concurrently),
