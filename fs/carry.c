@@ -15,9 +15,11 @@
  * flight for the key in the new cache (region_get: a miss), then reads the
  * row's metadata from the store (store_stat), and only if the row's
  * version and size are still those of the old cache's value does it
- * install that value (the same immutable object: no copy, no new memory;
- * it keeps its load serial, so inode.c's page-cache rule sees the same
- * bytes); otherwise it loads the row like any miss (rfs_flight_load).
+ * install that value (a large value is the same immutable object, no new
+ * memory; a small one the engine copies into its entry, as for any
+ * install; either keeps its load serial, so inode.c's page-cache rule
+ * sees the same bytes); otherwise it loads the row like any miss
+ * (rfs_flight_load).
  * The flight is what makes this safe against writes, exactly as for a
  * load: a write whose E2 (or an outside change whose feed invalidation)
  * comes after the flight opened poisons it and the install is refused;

@@ -27,7 +27,15 @@
 # the warm-up's second half (base_max; the first samples can still hold
 # the ballast's freed memory, up to 25 MiB more, which would hide a leak).
 # It fails if, after the warm-up, RSS exceeds the baseline by more than
-# 2 MiB, or the fds or threads exceed theirs at all; also if the model or fio found a
+# 2 MiB, or the fds or threads have grown at all: their count at the end
+# (the minimum of the last fifth of the samples) exceeds their steady
+# count in the warm-up (the minimum of its second half). A leaked fd or
+# thread stays, so one of them fails the check; an fd open for a moment
+# does not: once a minute, while the change feed's prune runs, SQLite
+# has a temporary file open (/var/tmp/etilqs_*, deleted at once; seen at
+# 06:16:47 and 06:17:45 in one run), and the one-hour soak sampled 40 fds
+# instead of 39 six times in 2,955 s, each time in one sample alone.
+# Also if the model or fio found a
 # wrong value, or the daemon died or did not exit cleanly. The samples
 # summary (min/max of each metric, in and after the warm-up) is printed
 # either way, and every sample is in $RFS_TMP/samples (RFS_KEEP=1 keeps
@@ -184,18 +192,23 @@ function upd(p, i, v) {
 	for (i = 2; i <= 4; i++) {
 		upd(p, i, $i)
 		if (p == "w" && $1 >= w / 2) upd("b", i, $i)
+		if (p == "a") after[n["a"], i] = $i
 	}
 }
 END {
 	if (n["w"] < 5 || n["a"] < 5) { print "FEW " n["w"] " " n["a"]; exit }
+	# the end: the last fifth of the samples after the warm-up (>= 5)
+	k = int(n["a"] / 5); if (k < 5) k = 5
+	for (j = n["a"] - k + 1; j <= n["a"]; j++)
+		for (i = 3; i <= 4; i++) upd("e", i, after[j, i])
 	split("RSS_KiB fds threads", name, " ")
-	printf "%-8s %7s %8s %8s %8s %8s %8s\n", "metric", "samples", "warm_min", "warm_max", "base_max", "after_min", "after_max"
+	printf "%-8s %7s %8s %8s %8s %8s %8s %8s %8s\n", "metric", "samples", "warm_min", "warm_max", "base_min", "base_max", "after_min", "after_max", "end_min"
 	for (i = 2; i <= 4; i++)
-		printf "%-8s %7s %8d %8d %8d %8d %8d\n", name[i - 1], n["w"] "+" n["a"], mn["w" i], mx["w" i], mx["b" i], mn["a" i], mx["a" i]
+		printf "%-8s %7s %8d %8d %8d %8d %8d %8d %8s\n", name[i - 1], n["w"] "+" n["a"], mn["w" i], mx["w" i], mn["b" i], mx["b" i], mn["a" i], mx["a" i], (i > 2) ? mn["e" i] : "-"
 	bad = ""
 	if (mx["a" 2] > mx["b" 2] + slack) bad = bad " RSS grew " mx["a" 2] - mx["b" 2] " KiB (> " slack ")"
-	if (mx["a" 3] > mx["b" 3]) bad = bad " fds grew " mx["b" 3] "->" mx["a" 3]
-	if (mx["a" 4] > mx["b" 4]) bad = bad " threads grew " mx["b" 4] "->" mx["a" 4]
+	if (mn["e" 3] > mn["b" 3]) bad = bad " fds grew " mn["b" 3] "->" mn["e" 3]
+	if (mn["e" 4] > mn["b" 4]) bad = bad " threads grew " mn["b" 4] "->" mn["e" 4]
 	print (bad == "") ? "VERDICT ok" : "VERDICT" bad
 }' "$SAMPLES")
 case $summary in
@@ -207,7 +220,7 @@ echo "daemon samples:"
 echo "$summary" | grep -v '^VERDICT'
 verdict=$(echo "$summary" | sed -n 's/^VERDICT //p')
 [ "$verdict" = ok ] || rfs_fail "after the warm-up:$verdict"
-rfs_ok "after the warm-up: RSS within $RSS_SLACK_KB KiB of the baseline (max of the warm-up's second half), no fd or thread more"
+rfs_ok "after the warm-up: RSS within $RSS_SLACK_KB KiB of the baseline (max of the warm-up's second half); fds and threads at the end (min of the last fifth) not above the warm-up's (min of its second half)"
 
 cd / || rfs_fail "cd /"
 rfs_umount
