@@ -161,14 +161,14 @@
 
 #include "fs.h"
 
-#define FEED_POLL_MS   RFS_FEED_POLL_MS
-#define FEED_SAFETY_MS RFS_FEED_SAFETY_MS
-#define FEED_GAP_MS    RFS_FEED_GAP_MS
-#define FEED_BATCH     RFS_FEED_BATCH
-#define FEED_STALE_MS  RFS_FEED_STALE_MS
-#define FEED_BULK_MS   RFS_FEED_BULK_MS
-#define FEED_BELL_MS   250 /* with a doorbell: replay at least this often */
-#define FEED_GAP_MAX_MS 16 /* the gap while only our own writes come */
+#define FEED_POLL_MS	RFS_FEED_POLL_MS
+#define FEED_SAFETY_MS	RFS_FEED_SAFETY_MS
+#define FEED_GAP_MS	RFS_FEED_GAP_MS
+#define FEED_BATCH	RFS_FEED_BATCH
+#define FEED_STALE_MS	RFS_FEED_STALE_MS
+#define FEED_BULK_MS	RFS_FEED_BULK_MS
+#define FEED_BELL_MS	250 /* with a doorbell: replay at least this often */
+#define FEED_GAP_MAX_MS 16  /* the gap while only our own writes come */
 
 /* The feed thread's own state. */
 struct feed_state {
@@ -404,7 +404,7 @@ static void adapt_gap(struct feed_state *s, const struct feed_batch *b)
 
 	if (b->calls == 0 && own != s->own_seen)
 		s->gap_ms = s->gap_ms * 2 < FEED_GAP_MAX_MS ? s->gap_ms * 2
-							 : FEED_GAP_MAX_MS;
+							    : FEED_GAP_MAX_MS;
 	else
 		s->gap_ms = FEED_GAP_MS;
 	s->own_seen = own;
