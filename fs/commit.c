@@ -857,29 +857,6 @@ out:
 	return rc;
 }
 
-/*
- * The row the name has: from the cached value when the key is cached (it
- * carries size, mtime and version, and the cache holds no row older than
- * the store's but for outside changes the feed has not applied yet), else
- * store_stat(). A peek: no hit or miss counted.
- */
-static int last_row(const char *region, const void *key, size_t klen,
-		    struct store_meta *m)
-{
-	struct rfs_region *rr = rfs_region_ref(region);
-	struct region_value *v;
-	bool cached = rr && region_peek(rr->r, key, klen, &v);
-
-	rfs_region_unref(rr);
-	if (!cached)
-		return store_stat(rfs.st, region, key, klen, m);
-	m->size = region_value_len(v);
-	m->mtime_ns = region_value_mtime(v);
-	m->version = region_value_version(v);
-	region_value_unref(v);
-	return 0;
-}
-
 int rfs_commit_delete(const char *region, const void *key, size_t klen)
 {
 	char esc[RFS_ESC_LEN];
@@ -891,7 +868,7 @@ int rfs_commit_delete(const char *region, const void *key, size_t klen)
 	rc = rfs_unborn_settle_locked(region, key, klen);
 	/* a cached key needs no query: the delete says if it was gone */
 	if (!rc)
-		rc = last_row(region, key, klen, &last);
+		rc = rfs_key_meta(region, key, klen, &last);
 	if (rc)
 		goto out;
 	rc = delete_store(region, key, klen, NULL);

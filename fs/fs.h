@@ -469,6 +469,15 @@ void rfs_counters_sum(struct rfs_counters *out);
 extern const struct fuse_lowlevel_ops rfs_ops;
 
 /*
+ * The row of a key as this mount knows it, without counting a hit or a
+ * miss: from the cached value when there is one (size, mtime, version;
+ * a strict region without a live lease asks the store), else
+ * store_stat() on the covering index. -ENOENT for an unknown region.
+ */
+int rfs_key_meta(const char *region, const void *key, size_t klen,
+		 struct store_meta *m);
+
+/*
  * Kernel entries handed out for names: LOOKUP and READDIRPLUS replies
  * that make the kernel cache a name as an inode with a row's attributes
  * (not a writer's) or as missing, and renames, count on the name's

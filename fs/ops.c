@@ -7,7 +7,7 @@
  * inode table (inode.c) says what a node id names, the region table
  * (state.c) says which regions exist, and the store answers for keys:
  * LOOKUP of a key takes (size, mtime, version) of its row from the cached
- * value when there is one, else from a store_stat() (key_meta()), and
+ * value when there is one, else from a store_stat() (rfs_key_meta()), and
  * GETATTR of an immutable inode answers from the inode, so listing and
  * stat never load values into the cache; OPEN goes through the cache
  * (handle.c).
@@ -251,8 +251,8 @@ static int64_t now_ns(void)
  * yet delivered, the bound every read has), else store_stat() on the
  * covering index. A peek: neither a hit nor a miss in the region's stats.
  */
-static int key_meta(const char *region, const char *key, size_t klen,
-		    struct store_meta *m)
+int rfs_key_meta(const char *region, const void *key, size_t klen,
+		 struct store_meta *m)
 {
 	struct rfs_region *rr = rfs_region_ref(region);
 	struct region_value *v;
@@ -459,7 +459,7 @@ static void key_entry(const char *region, const char *name, size_t len,
 }
 
 /*
- * A key: the inode for the row the store has now, as key_meta() knows it
+ * A key: the inode for the row the store has now, as rfs_key_meta() knows it
  * (inode.c), so a changed key is a new inode. The entry is cached for
  * KEY_TIMEOUT (see key_entry()), a missing key as a negative entry;
  * kinval.c drops them when the name changes in ways the kernel does not
@@ -485,7 +485,7 @@ static int lookup_key(pid_t pid, const char *region, const char *name,
 	rfs_names_handed(region, name, len, &mark); /* before the row is read */
 	rc = rfs_unborn_settle_locked(region, name, len);
 	if (!rc)
-		rc = key_meta(region, name, len, &m);
+		rc = rfs_key_meta(region, name, len, &m);
 	if (!rc)
 		rc = rfs_inode_lookup_key(region, name, len, &m, pid, false,
 					  &ino, &cls);

@@ -11,42 +11,12 @@
 
 # shellcheck source=harness.sh disable=SC2154 # rfs_helper uses printf -v
 . "$(dirname "${BASH_SOURCE[0]}")/../common/harness.sh"
+# shellcheck source=../common/halfwriter.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../common/halfwriter.sh"
 
 rfs_init
-rfs_helper hw halfwriter
 M=$RFS_MNT
-W=$RFS_TMP/work
-mkdir "$W"
-head -c 50000 /dev/urandom >"$W/a1"
-head -c 50000 /dev/urandom >"$W/a2"
-cat "$W/a1" "$W/a2" >"$W/full"
-
-# hw_start FILE: runs halfwriter on FILE (halves a1, a2) in the background,
-# talking through two FIFOs held open on fds 7 (its stdin) and 8 (its
-# stdout), and waits for it to say "half". (Not a coproc: bash forgets a
-# coproc's fds and pid the moment it exits.)
-hw_start()
-{
-	local line
-
-	rm -f "$RFS_TMP/hw.in" "$RFS_TMP/hw.out"
-	mkfifo "$RFS_TMP/hw.in" "$RFS_TMP/hw.out" || rfs_fail "mkfifo"
-	"$hw" "$1" "$W/a1" "$W/a2" <"$RFS_TMP/hw.in" >"$RFS_TMP/hw.out" &
-	HWPID=$!
-	RFS_CHILDREN="$RFS_CHILDREN $HWPID"
-	exec 7>"$RFS_TMP/hw.in" 8<"$RFS_TMP/hw.out"
-	read -r -u 8 line && [ "$line" = half ] || rfs_fail "halfwriter: '$line'"
-}
-
-# hw_finish: tells it to go on; sets HWLINE to what it said then.
-hw_finish()
-{
-	echo go >&7
-	HWLINE=
-	read -r -u 8 HWLINE
-	exec 7>&- 8<&-
-	wait "$HWPID"
-}
+hw_setup 50000
 
 wait_log()
 {

@@ -12,40 +12,14 @@
 
 # shellcheck source=harness.sh disable=SC2154 # rfs_stat uses printf -v
 . "$(dirname "${BASH_SOURCE[0]}")/../common/harness.sh"
+# shellcheck source=../common/halfwriter.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../common/halfwriter.sh"
 
 command -v sqlite3 >/dev/null || rfs_skip "sqlite3 is missing"
 rfs_init
-rfs_helper hw halfwriter
 M=$RFS_MNT
 ST=$M/.regionfs/stats
-W=$RFS_TMP/work
-mkdir "$W"
-head -c 5000 /dev/urandom >"$W/a1"
-head -c 5000 /dev/urandom >"$W/a2"
-cat "$W/a1" "$W/a2" >"$W/full"
-
-hw_start()
-{
-	local line
-
-	rm -f "$RFS_TMP/hw.in" "$RFS_TMP/hw.out"
-	mkfifo "$RFS_TMP/hw.in" "$RFS_TMP/hw.out" || rfs_fail "mkfifo"
-	"$hw" "$1" "$W/a1" "$W/a2" <"$RFS_TMP/hw.in" >"$RFS_TMP/hw.out" &
-	HWPID=$!
-	RFS_CHILDREN="$RFS_CHILDREN $HWPID"
-	exec 7>"$RFS_TMP/hw.in" 8<"$RFS_TMP/hw.out"
-	read -r -u 8 line && [ "$line" = half ] || rfs_fail "halfwriter: '$line'"
-}
-
-hw_finish()
-{
-	echo go >&7
-	HWLINE=
-	read -r -u 8 HWLINE
-	exec 7>&- 8<&-
-	wait "$HWPID"
-	[ "$HWLINE" = "closed 0" ] || rfs_fail "halfwriter: '$HWLINE'"
-}
+hw_setup 5000
 
 rows() { sqlite3 "$RFS_DB" "SELECT count(*) FROM kv WHERE key = '$1'"; }
 
@@ -56,7 +30,7 @@ echo x >"$M/main/warm" || rfs_fail "write main/warm"
 rfs_stat c0 "$ST" store_commits
 hw_start "$M/main/one"
 [ "$(rows one)" = 0 ] || rfs_fail "the unborn key main/one is in the store"
-hw_finish
+hw_finish "closed 0"
 rfs_stat c1 "$ST" store_commits
 [ $((c1 - c0)) = 1 ] || rfs_fail "create+write+close took $((c1 - c0)) commits"
 cmp -s "$M/main/one" "$W/full" || rfs_fail "main/one is not what was written"
@@ -68,7 +42,7 @@ hw_start "$M/main/two"
 [ "$(stat -c %s "$M/main/two")" = 0 ] || rfs_fail "main/two is not empty"
 [ "$(rows two)" = 1 ] || rfs_fail "main/two was looked up but is not stored"
 [ -z "$(cat "$M/main/two")" ] || rfs_fail "cat main/two is not empty"
-hw_finish
+hw_finish "closed 0"
 cmp -s "$M/main/two" "$W/full" || rfs_fail "main/two is not what was written"
 rfs_ok "an unborn key is an empty file for stat and cat, as before"
 
@@ -76,21 +50,21 @@ rfs_ok "an unborn key is an empty file for stat and cat, as before"
 hw_start "$M/main/three"
 ls "$M/main" | grep -qx three || rfs_fail "ls does not list main/three"
 [ "$(rows three)" = 1 ] || rfs_fail "main/three was listed but is not stored"
-hw_finish
+hw_finish "closed 0"
 rfs_ok "an unborn key is listed"
 
 # O_EXCL sees it; rename and unlink of it
 hw_start "$M/main/four"
 rfs_expect_err "File exists" sh -c "set -C; : >'$M/main/four'"
-hw_finish
+hw_finish "closed 0"
 hw_start "$M/main/five"
 mv "$M/main/five" "$M/main/six" || rfs_fail "mv of the unborn main/five"
-hw_finish
+hw_finish "closed 0"
 [ ! -e "$M/main/five" ] || rfs_fail "main/five is still there after mv"
 cmp -s "$M/main/six" "$W/full" || rfs_fail "the writer's data did not follow mv"
 hw_start "$M/main/seven"
 rm "$M/main/seven" || rfs_fail "rm of the unborn main/seven"
-hw_finish
+hw_finish "closed 0"
 [ ! -e "$M/main/seven" ] || rfs_fail "main/seven came back after rm"
 [ "$(rows seven)" = 0 ] || rfs_fail "main/seven is in the store after rm"
 rfs_ok "O_EXCL, mv and rm of an unborn key act as on a stored empty one"
