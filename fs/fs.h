@@ -191,8 +191,10 @@ struct rfs {
 	struct stat config_st; /* regions.ini as the start-up load saw it */
 	bool foreground;
 	unsigned grace_s; /* -o shutdown_grace: wait for writers on SIGTERM */
-	uint64_t
-		max_memory; /* -o max_memory: values + write buffers; 0: none */
+	/* values + write buffers; 0: none. -o max_memory, which wins over
+	 * regions.ini's [defaults] max_memory (max_memory_opt), or that */
+	_Atomic uint64_t max_memory;
+	bool max_memory_opt;
 	atomic_bool draining; /* SIGTERM: new opens of keys get ESHUTDOWN */
 
 	/* the configuration's state; L: cfg_lock */
@@ -801,10 +803,14 @@ void rfs_handles_shutdown(void);
  */
 void rfs_whandle_release(struct rfs_handle *h);
 /*
- * The global memory limit (-o max_memory, rfs.max_memory): values in
- * memory (region_values_bytes(): cached or pinned by open files) plus
- * write buffers. -ENOMEM (counted) if adding extra bytes would pass it.
+ * The global memory limit (rfs.max_memory: -o max_memory, else
+ * regions.ini's [defaults] max_memory): values in memory
+ * (region_values_bytes(): cached or pinned by open files) plus write
+ * buffers. rfs_mem_admit(): -ENOMEM (counted) if adding extra bytes would
+ * pass it. rfs_mem_set_limit(): the config's value, at start and at every
+ * applied reload; -o max_memory, when given, stays in force instead.
  */
+void rfs_mem_set_limit(uint64_t max_memory);
 int rfs_mem_admit(uint64_t extra);
 /* Fills the mem_* fields of the daemon's counters. */
 void rfs_mem_counters(struct rfs_counters *out);

@@ -137,14 +137,23 @@ static void untrack(struct rfs_handle *h)
 static atomic_uint_fast64_t wbuf_bytes;	  /* allocated write buffers */
 static atomic_uint_fast64_t mem_refusals; /* rfs_mem_admit() said no */
 
+void rfs_mem_set_limit(uint64_t max_memory)
+{
+	if (!rfs.max_memory_opt)
+		atomic_store_explicit(&rfs.max_memory, max_memory,
+				      memory_order_relaxed);
+}
+
 int rfs_mem_admit(uint64_t extra)
 {
+	uint64_t max =
+		atomic_load_explicit(&rfs.max_memory, memory_order_relaxed);
 	uint64_t used;
 
-	if (!rfs.max_memory)
+	if (!max)
 		return 0;
 	used = region_values_bytes() + atomic_load(&wbuf_bytes);
-	if (used + extra <= rfs.max_memory)
+	if (used + extra <= max)
 		return 0;
 	atomic_fetch_add(&mem_refusals, 1);
 	return -ENOMEM;
@@ -155,7 +164,8 @@ void rfs_mem_counters(struct rfs_counters *out)
 	out->mem_values_bytes = region_values_bytes();
 	out->mem_wbuf_bytes = atomic_load(&wbuf_bytes);
 	rfs_pin_counters(&out->mem_pinned_bytes, &out->mem_pinned_values);
-	out->mem_limit_bytes = rfs.max_memory;
+	out->mem_limit_bytes =
+		atomic_load_explicit(&rfs.max_memory, memory_order_relaxed);
 	out->mem_refusals = atomic_load(&mem_refusals);
 }
 

@@ -579,10 +579,17 @@ static int setup_owner(const struct main_opts *o)
 	}
 	if (setup_lease(o))
 		return -1;
-	if (o->maxmem && parse_size(o->maxmem, &rfs.max_memory)) {
-		rfs_log(RFS_LOG_ERR, "bad max_memory=%s (bytes, or K/M/G)",
-			o->maxmem);
-		return -1;
+	if (o->maxmem) {
+		uint64_t max;
+
+		if (parse_size(o->maxmem, &max)) {
+			rfs_log(RFS_LOG_ERR,
+				"bad max_memory=%s (bytes, or K/M/G)",
+				o->maxmem);
+			return -1;
+		}
+		atomic_store(&rfs.max_memory, max);
+		rfs.max_memory_opt = true;
 	}
 	return 0;
 }

@@ -561,6 +561,7 @@ int rfs_state_init(const struct config *c)
 		return rc;
 	}
 	table_swap(t);
+	rfs_mem_set_limit(c->max_memory);
 	rfs.generation = 1;
 	rfs.loaded_at = (int64_t)time(NULL);
 	rfs.last_ok = true;
@@ -583,5 +584,6 @@ int rfs_state_replace(const struct config *c, struct rfs_table **old, char *err,
 	if (rc)
 		return rc;
 	*old = table_swap(t);
+	rfs_mem_set_limit(c->max_memory);
 	return 0;
 }

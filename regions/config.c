@@ -78,7 +78,7 @@
 #define VALID_KEYS                                                             \
 	"max_entries, max_bytes, max_value_size, ttl, tti, stripes, "          \
 	"strategy, durable, read_only, owner, group, mode, dir_mode, "         \
-	"coherence"
+	"coherence, max_memory"
 
 enum key_id {
 	K_MAX_ENTRIES,
@@ -95,6 +95,7 @@ enum key_id {
 	K_MODE,
 	K_DIR_MODE,
 	K_COHERENCE,
+	K_MAX_MEMORY,
 	NKEYS
 };
 
@@ -560,6 +561,32 @@ static int set_coherence(struct parser *p, struct config_region *cr,
 	return 0;
 }
 
+static bool is_defaults(const struct parser *p, const struct config_region *cr);
+
+/*
+ * max_memory bounds the whole daemon (values cached or held open, plus
+ * write buffers), not one region: it is set in [defaults] only and is
+ * not inherited. 0: no bound.
+ */
+static int set_max_memory(struct parser *p, struct config_region *cr,
+			  const char *v)
+{
+	int rc;
+
+	if (!is_defaults(p, cr))
+		return fail_here(p,
+				 "max_memory bounds the whole daemon, not one "
+				 "region: set it in [%s]",
+				 DEFAULTS_NAME);
+	rc = config_parse_size(v, &p->cfg->max_memory);
+	if (rc == -ERANGE)
+		return too_large(p, "max_memory", v);
+	if (rc < 0)
+		return bad_value(p, "max_memory",
+				 "a size like 1G, or 0 for none", v);
+	return 0;
+}
+
 /* In enum key_id order. */
 static const struct setting settings[NKEYS] = {
 	[K_MAX_ENTRIES] = {"max_entries", set_max_entries},
@@ -576,6 +603,7 @@ static const struct setting settings[NKEYS] = {
 	[K_MODE] = {"mode", set_mode},
 	[K_DIR_MODE] = {"dir_mode", set_dir_mode},
 	[K_COHERENCE] = {"coherence", set_coherence},
+	[K_MAX_MEMORY] = {"max_memory", set_max_memory},
 };
 
 /* The key_id of key[0..n), or -1. */

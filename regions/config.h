@@ -61,6 +61,8 @@ struct config_region {
 struct config {
 	struct config_region *regions; /* in file order */
 	size_t nregions;
+	uint64_t max_memory; /* [defaults] max_memory: values cached or held
+			      * open plus write buffers; 0: no bound */
 };
 
 /*

@@ -35,6 +35,7 @@ done
 rss0=$(rss_kb)
 fds=()
 refused=0
+exec {errfd}>&2 # exec's 2> below stays in force: keep stderr to restore it
 for ((i = 0; i < N; i++)); do
 	if exec {fd}<"$M/mem/k$i" 2>"$RFS_TMP/err"; then
 		fds+=("$fd")
@@ -44,6 +45,7 @@ for ((i = 0; i < N; i++)); do
 		refused=$((refused + 1))
 	fi
 done
+exec 2>&"$errfd" {errfd}>&-
 rss1=$(rss_kb)
 echo "# RSS ${rss0} kB -> ${rss1} kB with ${#fds[@]} of $N held open"
 [ "$refused" -gt 0 ] || rfs_fail "all $N opens succeeded: nothing bounds pinned values"
@@ -64,4 +66,35 @@ done
 cmp "$M/mem/k$((N - 1))" "$RFS_TMP/v" || rfs_fail "mem/k$((N - 1)) after closing"
 rfs_ok "after the files are closed the room is back"
 rfs_umount
+
+# the same bound from regions.ini's [defaults], live on reload; -o wins
+sed -i 's/^\[defaults\]$/[defaults]\nmax_memory = 8M/' "$RFS_INI"
+rfs_mount
+rfs_stat lim "$ST" memory_limit_bytes
+[ "$lim" = $((8 << 20)) ] || rfs_fail "[defaults] max_memory 8M: memory_limit_bytes is $lim"
+sed -i 's/^max_memory = 8M$/max_memory = 24M/' "$RFS_INI"
+kill -HUP "$RFS_PID"
+for ((i = 0; i < 200; i++)); do
+	rfs_stat lim "$ST" memory_limit_bytes
+	[ "$lim" = $((24 << 20)) ] && break
+	sleep 0.05
+done
+[ "$lim" = $((24 << 20)) ] || rfs_fail "after a reload to 24M: memory_limit_bytes is $lim"
+sed -i 's/^\[main\]$/[main]\nmax_memory = 1G/' "$RFS_INI"
+kill -HUP "$RFS_PID"
+for ((i = 0; i < 200; i++)); do
+	grep -q "set it in \[defaults\]" "$M/.regionfs/config" && break
+	sleep 0.05
+done
+grep -q "set it in \[defaults\]" "$M/.regionfs/config" ||
+	rfs_fail "max_memory in a region is not refused: $(cat "$M/.regionfs/config")"
+rfs_stat lim "$ST" memory_limit_bytes
+[ "$lim" = $((24 << 20)) ] || rfs_fail "a refused reload changed memory_limit_bytes to $lim"
+rfs_umount
+sed -i '/^max_memory = 1G$/d' "$RFS_INI"
+rfs_mount -o max_memory=16M
+rfs_stat lim "$ST" memory_limit_bytes
+[ "$lim" = "$LIMIT" ] || rfs_fail "-o max_memory=16M over the file's: memory_limit_bytes is $lim"
+rfs_umount
+rfs_ok "[defaults] max_memory sets the bound and reloads live; one in a region is refused; -o max_memory wins"
 rfs_done

@@ -510,21 +510,21 @@ static void test_value_size_is_free_when_bytes_unlimited(void **state)
 static void test_unknown_key_lists_the_valid_ones(void **state)
 {
 	(void)state;
-	expect_error(
-		"[a]\nmax_entries = 1\nmax_byte = 1\n",
-		"t.ini:3: unknown key 'max_byte' (valid: max_entries, "
-		"max_bytes, max_value_size, ttl, tti, stripes, strategy, "
-		"durable, read_only, owner, group, mode, dir_mode, coherence)");
-	expect_error(
-		"[a]\nMax_Bytes = 1\n",
-		"t.ini:2: unknown key 'Max_Bytes' (valid: max_entries, "
-		"max_bytes, max_value_size, ttl, tti, stripes, strategy, "
-		"durable, read_only, owner, group, mode, dir_mode, coherence)");
-	expect_error(
-		"[a]\nmax bytes = 1\n",
-		"t.ini:2: unknown key 'max bytes' (valid: max_entries, "
-		"max_bytes, max_value_size, ttl, tti, stripes, strategy, "
-		"durable, read_only, owner, group, mode, dir_mode, coherence)");
+	expect_error("[a]\nmax_entries = 1\nmax_byte = 1\n",
+		     "t.ini:3: unknown key 'max_byte' (valid: max_entries, "
+		     "max_bytes, max_value_size, ttl, tti, stripes, strategy, "
+		     "durable, read_only, owner, group, mode, dir_mode, "
+		     "coherence, max_memory)");
+	expect_error("[a]\nMax_Bytes = 1\n",
+		     "t.ini:2: unknown key 'Max_Bytes' (valid: max_entries, "
+		     "max_bytes, max_value_size, ttl, tti, stripes, strategy, "
+		     "durable, read_only, owner, group, mode, dir_mode, "
+		     "coherence, max_memory)");
+	expect_error("[a]\nmax bytes = 1\n",
+		     "t.ini:2: unknown key 'max bytes' (valid: max_entries, "
+		     "max_bytes, max_value_size, ttl, tti, stripes, strategy, "
+		     "durable, read_only, owner, group, mode, dir_mode, "
+		     "coherence, max_memory)");
 }
 
 static void test_duplicate_key_names_its_first_line(void **state)
@@ -801,11 +801,11 @@ static void test_long_unknown_key_is_reported_on_its_line(void **state)
 
 	(void)state;
 	k[64] = '\0';
-	m = xprintf(
-		"t.ini:3: unknown key '%s...' (valid: max_entries, "
-		"max_bytes, max_value_size, ttl, tti, stripes, strategy, "
-		"durable, read_only, owner, group, mode, dir_mode, coherence)",
-		k);
+	m = xprintf("t.ini:3: unknown key '%s...' (valid: max_entries, "
+		    "max_bytes, max_value_size, ttl, tti, stripes, strategy, "
+		    "durable, read_only, owner, group, mode, dir_mode, "
+		    "coherence, max_memory)",
+		    k);
 	expect_error(t, m);
 	free(k);
 	free(t);
@@ -819,11 +819,11 @@ static void test_long_unknown_key_is_reported_on_its_line(void **state)
 static void test_colon_is_not_a_separator(void **state)
 {
 	(void)state;
-	expect_error(
-		"[a]\nmax:bytes = 1M\n",
-		"t.ini:2: unknown key 'max:bytes' (valid: max_entries, "
-		"max_bytes, max_value_size, ttl, tti, stripes, strategy, "
-		"durable, read_only, owner, group, mode, dir_mode, coherence)");
+	expect_error("[a]\nmax:bytes = 1M\n",
+		     "t.ini:2: unknown key 'max:bytes' (valid: max_entries, "
+		     "max_bytes, max_value_size, ttl, tti, stripes, strategy, "
+		     "durable, read_only, owner, group, mode, dir_mode, "
+		     "coherence, max_memory)");
 	expect_error("[a]\nttl = 1:30\n",
 		     "t.ini:2: ttl: expected a duration like 30s, 5m, 2h or 1d "
 		     "(0 = never), got '1:30'");
@@ -923,7 +923,7 @@ static void test_trailing_blanks_crlf_and_bom_are_accepted(void **state)
 		     "t.ini:2: unknown key '\\xef\\xbb\\xbfttl' (valid: "
 		     "max_entries, max_bytes, max_value_size, ttl, tti, "
 		     "stripes, strategy, durable, read_only, owner, group, "
-		     "mode, dir_mode, coherence)");
+		     "mode, dir_mode, coherence, max_memory)");
 	/* line numbers in CRLF files are right */
 	expect_error("[a]\r\n\r\nttl = x\r\n",
 		     "t.ini:3: ttl: expected a duration like 30s, 5m, 2h or 1d "
@@ -1140,6 +1140,28 @@ static void test_coherence(void **state)
 	expect_error("[a]\n\ncoherence = eventual\n",
 		     "t.ini:3: coherence: expected bounded or strict, got "
 		     "'eventual'");
+}
+
+static void test_max_memory(void **state)
+{
+	struct config *c;
+
+	(void)state;
+	c = parse_ok("[defaults]\nmax_memory = 512M\n[a]\n");
+	assert_int_equal(c->max_memory, 512ULL << 20);
+	config_free(c);
+	c = parse_ok("[a]\n");
+	assert_int_equal(c->max_memory, 0);
+	config_free(c);
+	expect_error("[a]\nmax_memory = 1G\n",
+		     "t.ini:2: max_memory bounds the whole daemon, not one "
+		     "region: set it in [defaults]");
+	expect_error("[defaults]\nmax_memory = lots\n",
+		     "t.ini:2: max_memory: expected a size like 1G, or 0 for "
+		     "none, got 'lots'");
+	expect_error("[defaults]\nmax_memory = 1G\nmax_memory = 2G\n",
+		     "t.ini:3: duplicate key 'max_memory' (first set on line "
+		     "2)");
 }
 
 static void test_owner_group_mode_read_only(void **state)
@@ -1426,6 +1448,7 @@ int main(void)
 		cmocka_unit_test(test_load_refuses_huge_files),
 		cmocka_unit_test(test_owner_group_mode_read_only),
 		cmocka_unit_test(test_coherence),
+		cmocka_unit_test(test_max_memory),
 		cmocka_unit_test(test_format_round_trips),
 		cmocka_unit_test(test_format_is_exact_and_snprintf_like),
 		cmocka_unit_test(test_parses_run_concurrently),
