@@ -26,6 +26,19 @@
  *	of close() alone and of the whole write, per coherence, and
  *	ack_cost_p50_NAME (strict minus bounded close p50), in ms. NAME
  *	tags the lines (run_bench_pg.sh: how many other mounts there are).
+ *
+ *   bench_pg reads KEYS ROUNDS PG_HIT PG_MISS SQLITE_HIT SQLITE_MISS
+ *	Read costs next to the SQLite backend, through the mount. KEYS keys
+ *	of 100 bytes are written into each of the four region directories
+ *	(a PostgreSQL mount's and a SQLite mount's); then ROUNDS passes read
+ *	every key of each, the four interleaved per key, each read an open
+ *	with O_DIRECT (the kernel's page cache is bypassed, so every read
+ *	reaches the daemon), a read and a close. *_HIT is a region that
+ *	holds every key (a warm pass first): every read is a cache hit;
+ *	*_MISS an LRU region of 16 entries read in a cycle: every read is a
+ *	miss that loads the row from the store. Prints the p50 and p90 per
+ *	read in microseconds and cost_ratio_{hit,miss}_pg_sqlite (p50 of
+ *	PostgreSQL / p50 of SQLite).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -340,6 +353,81 @@ static int bench_close(const char *name, const char *bounded,
 	return 0;
 }
 
+/* ---- read costs next to SQLite -------------------------------------------- */
+
+/* One O_DIRECT read of path into buf (4 KiB aligned); ns spent, or -1. */
+static int64_t timed_read(const char *path, char *buf)
+{
+	int64_t t0 = now_ns();
+	int fd = open(path, O_RDONLY | O_DIRECT);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, 4096);
+	close(fd);
+	if (n != (ssize_t)sizeof(value))
+		return -1;
+	return now_ns() - t0;
+}
+
+static int bench_reads(int keys, int rounds, char **dirs)
+{
+	static const char *names[4] = {"hit_pg", "miss_pg", "hit_sqlite",
+				       "miss_sqlite"};
+	int64_t *lat[4];
+	double p50[4];
+	char path[4096], *buf;
+	int c, i, r, n = keys * rounds;
+
+	if (keys < 32 || rounds < 1 ||
+	    posix_memalign((void **)&buf, 4096, 4096))
+		return 2;
+	for (c = 0; c < 4; c++) {
+		lat[c] = calloc(n, sizeof(*lat[c]));
+		if (!lat[c])
+			return 1;
+		for (i = 0; i < keys; i++) {
+			snprintf(path, sizeof(path), "%s/r%d", dirs[c], i);
+			if (tl_write_file(path, value, sizeof(value)))
+				return fprintf(stderr, "write %s: %s\n", path,
+					       strerror(errno)),
+				       1;
+		}
+	}
+	for (i = 0; i < keys; i++) /* the hit regions' warm pass */
+		for (c = 0; c < 4; c += 2) {
+			snprintf(path, sizeof(path), "%s/r%d", dirs[c], i);
+			if (timed_read(path, buf) < 0)
+				return fprintf(stderr, "read %s\n", path), 1;
+		}
+	for (r = 0; r < rounds; r++)
+		for (i = 0; i < keys; i++)
+			for (c = 0; c < 4; c++) {
+				snprintf(path, sizeof(path), "%s/r%d", dirs[c],
+					 i);
+				lat[c][r * keys + i] = timed_read(path, buf);
+				if (lat[c][r * keys + i] < 0)
+					return fprintf(stderr, "read %s\n",
+						       path),
+					       1;
+			}
+	printf("reads through the mount (open O_DIRECT, read, close), %d "
+	       "keys of %zu bytes, %d rounds, interleaved\n",
+	       keys, sizeof(value), rounds);
+	for (c = 0; c < 4; c++) {
+		p50[c] = pct(lat[c], n, 50) * 1e3;
+		printf("read_%s_p50_us=%.1f\nread_%s_p90_us=%.1f\n", names[c],
+		       p50[c], names[c], pct(lat[c], n, 90) * 1e3);
+		free(lat[c]);
+	}
+	printf("cost_ratio_hit_pg_sqlite=%.2f\ncost_ratio_miss_pg_sqlite=%."
+	       "2f\n",
+	       p50[0] / p50[2], p50[1] / p50[3]);
+	free(buf);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 3 && !strcmp(argv[1], "writes"))
@@ -351,9 +439,13 @@ int main(int argc, char **argv)
 	if (argc >= 5 && !strcmp(argv[1], "close"))
 		return bench_close(argv[2], argv[3], argv[4],
 				   argc > 5 ? atoi(argv[5]) : 200);
+	if (argc == 8 && !strcmp(argv[1], "reads"))
+		return bench_reads(atoi(argv[2]), atoi(argv[3]), argv + 4);
 	fprintf(stderr,
 		"usage: bench_pg writes CONNINFO [SECONDS] [THREADS,...]\n"
 		"       bench_pg latency DIR_A DIR_B [ROUNDS]\n"
-		"       bench_pg close NAME DIR_BOUNDED DIR_STRICT [ROUNDS]\n");
+		"       bench_pg close NAME DIR_BOUNDED DIR_STRICT [ROUNDS]\n"
+		"       bench_pg reads KEYS ROUNDS PG_HIT PG_MISS SQLITE_HIT "
+		"SQLITE_MISS\n");
 	return 2;
 }

@@ -12,6 +12,11 @@
 # 3. bench_pg close: close() latency on A in a bounded and a strict
 #    region, interleaved, with 1 other mount (B), then 2 (B and C):
 #    close_p50_{bounded,strict}_{1,2}other=ms and ack_cost_p50_*.
+# 4. bench_pg reads: read costs through mount A next to a SQLite mount of
+#    a database file beside it, interleaved: a hit (region h, every key
+#    cached) and a miss (region m, 16 entries, LRU, read in a cycle), each
+#    read open O_DIRECT + read + close; read_{hit,miss}_{pg,sqlite}_p50_us
+#    and cost_ratio_{hit,miss}_pg_sqlite.
 # Absolute figures depend on the machine's fsync and load; the ratios are
 # the point (same run, same server).
 
@@ -33,6 +38,12 @@ max_entries = 100
 [s]
 max_entries = 100
 coherence = strict
+[h]
+max_entries = 100000
+[m]
+max_entries = 16
+stripes = 1
+strategy = lru
 EOF2
 rfs_mount_as a
 rfs_mount_as b
@@ -51,6 +62,10 @@ wait_leases a b
 rfs_mount_as c
 wait_leases c
 "$bench" close 2other "$RFS_TMP/a/b" "$RFS_TMP/a/s" "$rounds" || rfs_fail "bench_pg close"
-rfs_umount a
 rfs_umount b
 rfs_umount c
+RFS_DB=$RFS_TMP/lite.db rfs_mount_as lite
+"$bench" reads 1000 3 "$RFS_TMP/a/h" "$RFS_TMP/a/m" "$RFS_TMP/lite/h" "$RFS_TMP/lite/m" ||
+	rfs_fail "bench_pg reads"
+rfs_umount lite
+rfs_umount a
