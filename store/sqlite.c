@@ -42,8 +42,12 @@
  * Durability. A committed change (store_put returned 0) is in the WAL file
  * through write(): it survives a killed process, not a power loss
  * (synchronous=NORMAL). A batch that holds a STORE_DURABLE op is committed
- * with synchronous=FULL, set outside the transaction and restored after:
- * the commit fsyncs the WAL, which makes every earlier commit durable too,
+ * with synchronous=FULL, set outside the transaction (sync_mode()); the
+ * write connection keeps the mode it was last set to until a batch wants
+ * the other one, so a stream of durable batches runs no PRAGMA at all
+ * (two sqlite3_exec() per batch before, each a parse, measured in the
+ * durable create benchmark): the commit fsyncs the WAL, which makes every
+ * earlier commit durable too,
  * as they live in the same file (checkpoints sync the database file
  * themselves). store_sync() queues a barrier: if no commit since the last
  * fsync was made with NORMAL, it returns at once, else it fsyncs the WAL
@@ -525,6 +529,7 @@ static int writer_pragmas(struct store *st)
 		 "PRAGMA secure_delete = FAST",
 		 st->durable ? "FULL" : "NORMAL", WRITER_CACHE_KB,
 		 WAL_LIMIT_BYTES);
+	st->sync_full = st->durable;
 	return exec_sql(st->wdb, sql);
 }
 
@@ -1311,12 +1316,28 @@ static int batch_sync(struct store *st, const struct batch_info *bi, bool wrote,
 	return rc;
 }
 
+/*
+ * Sets the write connection's synchronous mode to FULL (full) or NORMAL,
+ * unless it has it already. A failure to set FULL fails the batch; one to
+ * set NORMAL leaves FULL, which is only slower (sync_full tells the truth).
+ */
+static int sync_mode(struct store *st, bool full)
+{
+	int rc;
+
+	if (st->sync_full == full)
+		return 0;
+	rc = exec_sql(st->wdb, full ? sync_full_sql : sync_normal_sql);
+	if (rc == 0)
+		st->sync_full = full;
+	return full ? rc : 0;
+}
+
 /* The whole life of one batch; sets every op's rc. */
 static void batch_run_once(struct store *st, struct op *batch)
 {
 	int changes0 = sqlite3_total_changes(st->wdb);
 	struct batch_info bi;
-	bool switched;
 	int rc = 0;
 
 	batch_scan(batch, &bi);
@@ -1325,17 +1346,14 @@ static void batch_run_once(struct store *st, struct op *batch)
 		batch_fail(st, batch, -EIO, true);
 		return;
 	}
-	switched = bi.durable && bi.nwrites && !st->durable;
-	if (switched)
-		rc = exec_sql(st->wdb, sync_full_sql);
+	if (bi.nwrites)
+		rc = sync_mode(st, st->durable || bi.durable);
 	if (rc == 0 && bi.nwrites)
 		rc = batch_txn(st, batch, &bi);
-	if (switched)
-		exec_sql(st->wdb, sync_normal_sql); /* fails: only slower */
 	if (rc == 0)
 		rc = batch_sync(st, &bi,
 				sqlite3_total_changes(st->wdb) != changes0,
-				st->durable || switched);
+				st->sync_full);
 	if (rc)
 		batch_fail(st, batch, rc, false);
 }

@@ -115,6 +115,7 @@ struct store {
 	sqlite3_stmt *w[W_NSTMT];
 	int64_t busy_start;	   /* when the current wait began */
 	bool unsynced;		   /* a NORMAL commit since the last fsync */
+	bool sync_full;		   /* wdb's synchronous is FULL (sync_mode) */
 	struct store_stats wstats; /* published into stats per batch */
 	int64_t reserve_tried;	   /* CLOCK_MONOTONIC ns of the last attempt */
 	bool reserve_spent;	   /* released for a full disk, not made
