@@ -74,7 +74,8 @@ __thread struct region__epoch_rec *region__my_rec
 
 __thread struct region__vref_slot region__vcache[REGION_VREF_SLOTS]
 	__attribute__((tls_model("initial-exec")));
-static __thread unsigned vcache_tick __attribute__((tls_model("initial-exec")));
+__thread unsigned region__vcache_tick
+	__attribute__((tls_model("initial-exec")));
 
 static void vcache_flush(void);
 
@@ -207,8 +208,8 @@ struct region_value *region__value_ref_hit_slow(struct region_value *v)
 	struct region__vref_slot *sl = region__vslot_of(v);
 
 	/* cheapest test first: the value's header is another line */
-	if (sl->v == v || (sl->v && (++vcache_tick & 7) != 0) ||
-	    region__vlen(v) > VREF_MAX_LEN)
+	/* the inline part did the tick when the slot held another value */
+	if (sl->v == v || region__vlen(v) > VREF_MAX_LEN)
 		return region__value_ref(v); /* no slot: a plain reference */
 	if (region__unlikely(!region__my_rec))
 		region__epoch_rec_acquire(); /* the key destructor returns the biases */

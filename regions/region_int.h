@@ -612,6 +612,8 @@ region__vslot_of(const struct region_value *v)
 	return &region__vcache[((x >> 4) ^ (x >> 12)) &
 			       (REGION_VREF_SLOTS - 1)];
 }
+extern __thread unsigned region__vcache_tick
+	__attribute__((tls_model("initial-exec")));
 /* The slow path of region__value_ref_hit() (epoch.c). */
 struct region_value *region__value_ref_hit_slow(struct region_value *v);
 /* A value reference for a hit, through the thread's cache. */
@@ -621,6 +623,13 @@ static inline struct region_value *region__value_ref_hit(struct region_value *v)
 
 	if (region__likely(sl->v == v && sl->used < REGION_VREF_BIAS - 1)) {
 		sl->used++;
+		return v;
+	}
+	/* the slot holds another value: replace it only every 8th time
+	 * (cold keys of a large working set would thrash it), else a plain
+	 * reference without the call (most hits on a 1M-key Zipf) */
+	if (sl->v && sl->v != v && (++region__vcache_tick & 7) != 0) {
+		atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
 		return v;
 	}
 	return region__value_ref_hit_slow(v);
