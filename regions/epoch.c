@@ -59,40 +59,29 @@
 #define EPOCH_TSAN 0
 #endif
 
-struct epoch_rec {
-	alignas(REGION_CACHELINE) atomic_uint_fast64_t state;
-	atomic_bool in_use;
-	struct epoch_rec *next; /* immutable once published */
-	unsigned depth;		/* owner thread only */
-};
-
-static atomic_uint_fast64_t global_epoch = 2;
+atomic_uint_fast64_t region__global_epoch = 2;
 static atomic_uint nrecs; /* records ever allocated */
-static _Atomic(struct epoch_rec *) recs;
+static _Atomic(struct region__epoch_rec *) recs;
 static pthread_mutex_t recs_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t thread_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-static __thread struct epoch_rec *my_rec
+__thread struct region__epoch_rec *region__my_rec
 	__attribute__((tls_model("initial-exec")));
 
-#define VREF_SLOTS   16
-#define VREF_BIAS    (1u << 20)
+#define VREF_SLOTS   REGION_VREF_SLOTS
+#define VREF_BIAS    REGION_VREF_BIAS
 #define VREF_MAX_LEN 4096
 
-struct vref_slot {
-	struct region_value *v;
-	uint32_t used;
-};
-
-static __thread struct vref_slot vcache[VREF_SLOTS]
+__thread struct region__vref_slot region__vcache[REGION_VREF_SLOTS]
 	__attribute__((tls_model("initial-exec")));
-static __thread unsigned vcache_tick __attribute__((tls_model("initial-exec")));
+__thread unsigned region__vcache_tick
+	__attribute__((tls_model("initial-exec")));
 
 static void vcache_flush(void);
 
 static void thread_exit(void *arg)
 {
-	struct epoch_rec *rec = arg;
+	struct region__epoch_rec *rec = arg;
 
 	vcache_flush();
 	if (rec) {
@@ -100,7 +89,7 @@ static void thread_exit(void *arg)
 		atomic_store_explicit(&rec->in_use, false,
 				      memory_order_release);
 	}
-	my_rec = NULL;
+	region__my_rec = NULL;
 }
 
 static void key_init(void)
@@ -108,9 +97,9 @@ static void key_init(void)
 	pthread_key_create(&thread_key, thread_exit);
 }
 
-static struct epoch_rec *rec_acquire(void)
+struct region__epoch_rec *region__epoch_rec_acquire(void)
 {
-	struct epoch_rec *rec;
+	struct region__epoch_rec *rec;
 
 	pthread_once(&key_once, key_init);
 	pthread_mutex_lock(&recs_mu);
@@ -132,32 +121,8 @@ static struct epoch_rec *rec_acquire(void)
 	rec->depth = 0;
 	pthread_mutex_unlock(&recs_mu);
 	pthread_setspecific(thread_key, rec);
-	my_rec = rec;
+	region__my_rec = rec;
 	return rec;
-}
-
-void region__epoch_enter(void)
-{
-	struct epoch_rec *rec = my_rec;
-
-	if (region__unlikely(!rec))
-		rec = rec_acquire();
-	if (rec->depth++ == 0) {
-		uint64_t e = atomic_load_explicit(&global_epoch,
-						  memory_order_relaxed);
-
-		/* the publication is ordered before our loads */
-		atomic_exchange_explicit(&rec->state, (e << 1) | 1,
-					 memory_order_seq_cst);
-	}
-}
-
-void region__epoch_exit(void)
-{
-	struct epoch_rec *rec = my_rec;
-
-	if (--rec->depth == 0)
-		atomic_store_explicit(&rec->state, 0, memory_order_release);
 }
 
 uint64_t region__epoch_stamp(void)
@@ -170,17 +135,19 @@ uint64_t region__epoch_stamp(void)
 	 */
 #if EPOCH_TSAN
 	/* TSan does not model standalone fences (gcc warns): the RMW */
-	return atomic_fetch_add_explicit(&global_epoch, 0,
+	return atomic_fetch_add_explicit(&region__global_epoch, 0,
 					 memory_order_seq_cst);
 #else
 	atomic_thread_fence(memory_order_seq_cst);
-	return atomic_load_explicit(&global_epoch, memory_order_relaxed);
+	return atomic_load_explicit(&region__global_epoch,
+				    memory_order_relaxed);
 #endif
 }
 
 uint64_t region__epoch_now(void)
 {
-	return atomic_load_explicit(&global_epoch, memory_order_seq_cst);
+	return atomic_load_explicit(&region__global_epoch,
+				    memory_order_seq_cst);
 }
 
 unsigned region__epoch_nthreads(void)
@@ -190,8 +157,9 @@ unsigned region__epoch_nthreads(void)
 
 uint64_t region__epoch_try_advance(void)
 {
-	struct epoch_rec *rec;
-	uint64_t e = atomic_load_explicit(&global_epoch, memory_order_seq_cst);
+	struct region__epoch_rec *rec;
+	uint64_t e = atomic_load_explicit(&region__global_epoch,
+					  memory_order_seq_cst);
 
 	for (rec = atomic_load_explicit(&recs, memory_order_acquire); rec;
 	     rec = rec->next) {
@@ -201,20 +169,14 @@ uint64_t region__epoch_try_advance(void)
 		if ((st & 1) && (st >> 1) != e)
 			return e; /* a section from an older epoch */
 	}
-	atomic_compare_exchange_strong(&global_epoch, &e, e + 1);
-	return atomic_load_explicit(&global_epoch, memory_order_seq_cst);
+	atomic_compare_exchange_strong(&region__global_epoch, &e, e + 1);
+	return atomic_load_explicit(&region__global_epoch,
+				    memory_order_seq_cst);
 }
 
 /* ---- the value reference cache ----------------------------------------- */
 
-static inline struct vref_slot *vslot_of(const struct region_value *v)
-{
-	uintptr_t x = (uintptr_t)v;
-
-	return &vcache[((x >> 4) ^ (x >> 12)) & (VREF_SLOTS - 1)];
-}
-
-static void vslot_release(struct vref_slot *sl)
+static void vslot_release(struct region__vref_slot *sl)
 {
 	struct region_value *v = sl->v;
 	unsigned give = VREF_BIAS - sl->used;
@@ -236,39 +198,25 @@ static void vcache_flush(void)
 	unsigned i;
 
 	for (i = 0; i < VREF_SLOTS; i++) {
-		if (vcache[i].v)
-			vslot_release(&vcache[i]);
+		if (region__vcache[i].v)
+			vslot_release(&region__vcache[i]);
 	}
 }
 
-struct region_value *region__value_ref_hit(struct region_value *v)
+struct region_value *region__value_ref_hit_slow(struct region_value *v)
 {
-	struct vref_slot *sl = vslot_of(v);
+	struct region__vref_slot *sl = region__vslot_of(v);
 
-	if (region__likely(sl->v == v && sl->used < VREF_BIAS - 1)) {
-		sl->used++;
-		return v;
-	}
-	if (region__vlen(v) > VREF_MAX_LEN || sl->v == v ||
-	    (sl->v && (++vcache_tick & 7) != 0))
+	/* cheapest test first: the value's header is another line */
+	/* the inline part did the tick when the slot held another value */
+	if (sl->v == v || region__vlen(v) > VREF_MAX_LEN)
 		return region__value_ref(v); /* no slot: a plain reference */
-	if (region__unlikely(!my_rec))
-		rec_acquire(); /* the key destructor returns the biases */
+	if (region__unlikely(!region__my_rec))
+		region__epoch_rec_acquire(); /* the key destructor returns the biases */
 	if (sl->v)
 		vslot_release(sl);
 	atomic_fetch_add_explicit(&v->refs, VREF_BIAS, memory_order_relaxed);
 	sl->v = v;
 	sl->used = 1;
 	return v;
-}
-
-bool region__value_unref_cached(struct region_value *v)
-{
-	struct vref_slot *sl = vslot_of(v);
-
-	if (sl->v == v && sl->used > 0) {
-		sl->used--;
-		return true;
-	}
-	return false;
 }

@@ -780,7 +780,8 @@ static int get_slow(struct region *r, struct stripe *s, uint64_t h,
  * stripe.c and epoch.c). Returns the value with a reference, or NULL.
  */
 static struct region_value *get_fast(struct region *r, struct stripe *s,
-				     uint64_t h, const void *key, size_t klen)
+				     uint64_t h, const void *key, size_t klen,
+				     unsigned slot)
 {
 	const struct region_evict_ops *ops = s->ops;
 	struct region_value *v = NULL;
@@ -807,7 +808,7 @@ static struct region_value *get_fast(struct region *r, struct stripe *s,
 	}
 	region__epoch_exit();
 	if (v && !ops->access)
-		region__stripe_record_hit(r, s, e, h, seq);
+		region__stripe_record_hit(r, s, e, h, seq, slot);
 	return v;
 }
 
@@ -816,6 +817,7 @@ int region_get(struct region *r, const void *key, size_t klen,
 {
 	struct stripe *s;
 	uint64_t h;
+	unsigned slot;
 	int rc;
 
 	*out = NULL;
@@ -827,10 +829,11 @@ int region_get(struct region *r, const void *key, size_t klen,
 	}
 	h = region__hash(key, klen);
 	s = region__stripe_of(r, h);
-	*out = get_fast(r, s, h, key, klen);
+	slot = region__tslot(); /* read once for the lane and the stat */
+	*out = get_fast(r, s, h, key, klen, slot);
 	if (region__unlikely(!*out))
 		return get_slow(r, s, h, key, klen, out, flight);
-	region__count(r, ST_HITS, 1);
+	region__count_slot(r, slot, ST_HITS, 1);
 	return REGION_HIT;
 }
 

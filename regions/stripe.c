@@ -416,16 +416,16 @@ void region__stripe_reclaim(struct stripe *s)
 }
 
 void region__stripe_record_hit(struct region *r, struct stripe *s,
-			       struct entry *e, uint64_t hash, uint64_t seq)
+			       struct entry *e, uint64_t hash, uint64_t seq,
+			       unsigned slot)
 {
-	unsigned slot = region__tslot();
 	struct lane *l = &s->lanes[slot];
 	uint64_t n = atomic_load_explicit(&l->n, memory_order_relaxed);
 
 	if (region__unlikely(n >= REGION_LANE_RECS)) {
 		/* full, and its last replay found the lock busy */
 		if (pthread_mutex_trylock(&s->lock) != 0) {
-			region__count(r, ST_UNRECORDED, 1);
+			region__count_slot(r, slot, ST_UNRECORDED, 1);
 			return;
 		}
 		lock_acquired(s); /* replays this lane */
