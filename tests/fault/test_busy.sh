@@ -107,16 +107,19 @@ rfs_ok "lock held: create, overwrite, rename, unlink waited $ms ms and failed wi
 # seen waiting when the thread running its batch sleeps in the store's
 # busy handler (nanosleep; otherwise threads wait on a condition variable
 # or on /dev/fuse): the writer thread (regionfs-store) or the FUSE worker
-# that leads its own commit (store/sqlite.c), never one of the daemon's
-# named helper threads (regionfs-feed naps after a database event, and
-# the outside writer holding the lock writes nothing).
+# that leads its own commit (regionfs-fuse, fs/loop.c; store/sqlite.c).
+# Only those two count: other threads nap too (regionfs-feed after a
+# database event; under TSan its runtime's background thread, named like
+# the main thread, sleeps periodically), and the outside writer holding
+# the lock writes nothing.
 napping()
 {
 	local t comm wchan
 	for t in /proc/"$RFS_PID"/task/*; do # read, not cat: no fork per thread
 		read -r comm <"$t/comm" 2>/dev/null || continue
 		case $comm in
-		regionfs-feed | regionfs-bg | regionfs-cfg) continue ;;
+		regionfs-store | regionfs-fuse) ;;
+		*) continue ;;
 		esac
 		wchan=
 		read -r wchan <"$t/wchan" 2>/dev/null # no newline: read says 1
