@@ -927,15 +927,7 @@ static inline void region__count_slot(struct region *r, unsigned i,
 static inline void region__count(struct region *r, enum region_stat id,
 				 uint64_t n)
 {
-	unsigned i = region__tslot();
-	atomic_uint_fast64_t *c = &r->slots[i].c[id];
-
-	if (region__likely(i != REGION_SHARED_SLOT))
-		atomic_store_explicit(
-			c, atomic_load_explicit(c, memory_order_relaxed) + n,
-			memory_order_relaxed); /* this thread's own slot */
-	else
-		atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+	region__count_slot(r, region__tslot(), id, n);
 }
 
 int region__stats_init(struct region *r);

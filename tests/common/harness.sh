@@ -413,6 +413,19 @@ rfs_stat()
 	printf -v "$1" '%s' "$_rfs_val"
 }
 
+# rfs_wait_for CMD...: runs CMD every 50 ms until it succeeds, for up to
+# 10 s; returns its last status (for what a reload or the feed changes
+# soon, not at once).
+rfs_wait_for()
+{
+	local i
+	for ((i = 0; i < 200; i++)); do
+		"$@" && return 0
+		sleep 0.05
+	done
+	"$@"
+}
+
 # rfs_helper VAR NAME: sets VAR to the path of the C helper program NAME,
 # found in one of the RFS_HELPERS directories.
 rfs_helper()

@@ -29,11 +29,7 @@ rfs_ok "--check-config on a FIFO: refused at once ($out)"
 rfs_mount
 mv "$RFS_TMP/fifo.ini" "$RFS_INI" || rfs_fail "put the FIFO in place"
 kill -HUP "$RFS_PID"
-for ((i = 0; i < 200; i++)); do
-	grep -q "not a regular file" "$M/.regionfs/config" && break
-	sleep 0.05
-done
-grep -q "not a regular file" "$M/.regionfs/config" ||
+rfs_wait_for grep -q "not a regular file" "$M/.regionfs/config" ||
 	rfs_fail "the reload of a FIFO is not refused: $(cat "$M/.regionfs/config")"
 rfs_stat v "$M/.regionfs/config" last_reload
 [ "$v" = error ] || rfs_fail "last_reload is $v"

@@ -74,19 +74,12 @@ rfs_stat lim "$ST" memory_limit_bytes
 [ "$lim" = $((8 << 20)) ] || rfs_fail "[defaults] max_memory 8M: memory_limit_bytes is $lim"
 sed -i 's/^max_memory = 8M$/max_memory = 24M/' "$RFS_INI"
 kill -HUP "$RFS_PID"
-for ((i = 0; i < 200; i++)); do
-	rfs_stat lim "$ST" memory_limit_bytes
-	[ "$lim" = $((24 << 20)) ] && break
-	sleep 0.05
-done
-[ "$lim" = $((24 << 20)) ] || rfs_fail "after a reload to 24M: memory_limit_bytes is $lim"
+limit_is() { rfs_stat lim "$ST" memory_limit_bytes && [ "$lim" = "$1" ]; }
+rfs_wait_for limit_is $((24 << 20)) ||
+	rfs_fail "after a reload to 24M: memory_limit_bytes is $lim"
 sed -i 's/^\[main\]$/[main]\nmax_memory = 1G/' "$RFS_INI"
 kill -HUP "$RFS_PID"
-for ((i = 0; i < 200; i++)); do
-	grep -q "set it in \[defaults\]" "$M/.regionfs/config" && break
-	sleep 0.05
-done
-grep -q "set it in \[defaults\]" "$M/.regionfs/config" ||
+rfs_wait_for grep -q "set it in \[defaults\]" "$M/.regionfs/config" ||
 	rfs_fail "max_memory in a region is not refused: $(cat "$M/.regionfs/config")"
 rfs_stat lim "$ST" memory_limit_bytes
 [ "$lim" = $((24 << 20)) ] || rfs_fail "a refused reload changed memory_limit_bytes to $lim"
