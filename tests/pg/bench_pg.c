@@ -9,8 +9,10 @@
  *	connection, a doorbell after each commit) against raw libpq
  *	single-row upserts into the same table (each thread its own
  *	connection, one autocommit INSERT ... ON CONFLICT per write,
- *	synchronous_commit on), interleaved in the same run. Prints
- *	writes/s of each and ratio_wN = store / raw.
+ *	synchronous_commit on), interleaved in the same run: rounds of a
+ *	raw slice and a store slice, timed from when every writer is ready
+ *	(raw writers connected). Prints writes/s of each and ratio_wN, the
+ *	median over the rounds of store / raw.
  *
  *   bench_pg latency DIR_A DIR_B [ROUNDS]
  *	Invalidation latency between two mounts of one database: write
@@ -70,9 +72,10 @@ static int64_t now_ns(void)
 
 struct wctx {
 	const char *conninfo;
-	struct store *st; /* NULL: raw libpq */
+	struct store *st;      /* NULL: raw libpq */
+	pthread_barrier_t *go; /* every writer ready: the clock starts */
 	int id;
-	int64_t until;
+	int64_t ns; /* how long to write */
 	uint64_t n;
 	int err;
 };
@@ -83,9 +86,12 @@ static void *store_writer(void *arg)
 {
 	struct wctx *w = arg;
 	char k[48];
+	int64_t until;
 	int rc;
 
-	while (now_ns() < w->until) {
+	pthread_barrier_wait(w->go);
+	until = now_ns() + w->ns;
+	while (now_ns() < until) {
 		snprintf(k, sizeof(k), "s%d-%" PRIu64, w->id, w->n % 1000);
 		rc = store_put(w->st, "bench", k, strlen(k), value,
 			       sizeof(value), STORE_DURABLE, NULL);
@@ -103,6 +109,7 @@ static void *raw_writer(void *arg)
 	struct wctx *w = arg;
 	PGconn *c = PQconnectdb(w->conninfo);
 	char k[48], size[16], mt[24];
+	int64_t until;
 	const char *vals[5] = {"raw", k, value, size, mt};
 	int lens[5] = {0, 0, sizeof(value), 0, 0}, fmts[5] = {0, 1, 1, 0, 0};
 	PGresult *r;
@@ -111,6 +118,7 @@ static void *raw_writer(void *arg)
 		fprintf(stderr, "raw: %s", PQerrorMessage(c));
 		w->err = -EIO;
 		PQfinish(c);
+		pthread_barrier_wait(w->go);
 		return NULL;
 	}
 	PQclear(PQexec(c, "SET synchronous_commit = on"));
@@ -125,7 +133,9 @@ static void *raw_writer(void *arg)
 		      5, NULL);
 	PQclear(r);
 	snprintf(size, sizeof(size), "%zu", sizeof(value));
-	while (now_ns() < w->until) {
+	pthread_barrier_wait(w->go); /* connected and prepared */
+	until = now_ns() + w->ns;
+	while (now_ns() < until) {
 		snprintf(k, sizeof(k), "r%d-%" PRIu64, w->id, w->n % 1000);
 		lens[1] = (int)strlen(k);
 		snprintf(mt, sizeof(mt), "%" PRId64, now_ns());
@@ -143,21 +153,26 @@ static void *raw_writer(void *arg)
 	return NULL;
 }
 
-/* threads writers for secs seconds; returns writes per second. */
+/*
+ * threads writers for secs seconds, timed from when all of them are
+ * ready (raw writers connected); returns writes per second.
+ */
 static double run_writers(const char *conninfo, struct store *st, int threads,
 			  double secs)
 {
 	struct wctx w[64];
 	pthread_t t[64];
-	int64_t t0 = now_ns();
+	pthread_barrier_t go;
 	uint64_t total = 0;
 	int i;
 
+	pthread_barrier_init(&go, NULL, (unsigned)threads);
 	for (i = 0; i < threads; i++) {
 		w[i] = (struct wctx){.conninfo = conninfo,
 				     .st = st,
+				     .go = &go,
 				     .id = i,
-				     .until = t0 + (int64_t)(secs * 1e9)};
+				     .ns = (int64_t)(secs * 1e9)};
 		pthread_create(&t[i], NULL, st ? store_writer : raw_writer,
 			       &w[i]);
 	}
@@ -170,45 +185,81 @@ static double run_writers(const char *conninfo, struct store *st, int threads,
 		}
 		total += w[i].n;
 	}
-	return total / ((now_ns() - t0) / 1e9);
+	pthread_barrier_destroy(&go);
+	return total / secs;
 }
 
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+#define WRITE_ROUNDS 6 /* per thread count: raw and store slices, paired */
+
+/*
+ * Per thread count, WRITE_ROUNDS rounds of a raw slice and a store slice
+ * of secs / WRITE_ROUNDS each, which goes first alternating: on a shared
+ * machine the load swings between slices, so each round gives a ratio of
+ * two neighbouring slices, and ratio_wN is their median (the range and
+ * the totals' rates are printed too).
+ */
 static int bench_writes(const char *conninfo, double secs, const char *list)
 {
 	struct store_options o = {0};
 	struct store_stats s0, s1;
 	struct store *st;
 	char *copy = strdup(list), *tok, *save = NULL;
-	int rc, threads;
+	double slice = secs / WRITE_ROUNDS;
+	int rc, threads, i;
 
 	rc = store_open(conninfo, &o, &st);
 	if (rc) {
 		fprintf(stderr, "store_open: %s\n", strerror(-rc));
 		return 1;
 	}
-	printf("durable writes/s, %.1f s per case, 100-byte values, "
-	       "raw = libpq single-row upserts, one connection per thread\n",
-	       secs);
+	printf("durable writes/s, %d rounds of %.2f s raw + %.2f s store per "
+	       "case (order alternating), 100-byte values, raw = libpq "
+	       "single-row upserts, one connection per thread\n",
+	       WRITE_ROUNDS, slice, slice);
 	for (tok = strtok_r(copy, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
-		double raw, ours, raw2;
+		double raw = 0, ours = 0, r, o1, ratio[WRITE_ROUNDS];
+		uint64_t n;
 
 		threads = atoi(tok);
 		if (threads < 1 || threads > 64)
 			continue;
-		raw = run_writers(conninfo, NULL, threads, secs / 2);
 		store_stats(st, &s0);
-		ours = run_writers(conninfo, st, threads, secs);
+		for (i = 0; i < WRITE_ROUNDS; i++) {
+			if (i % 2) {
+				o1 = run_writers(conninfo, st, threads, slice);
+				r = run_writers(conninfo, NULL, threads, slice);
+			} else {
+				r = run_writers(conninfo, NULL, threads, slice);
+				o1 = run_writers(conninfo, st, threads, slice);
+			}
+			raw += r / WRITE_ROUNDS;
+			ours += o1 / WRITE_ROUNDS;
+			ratio[i] = o1 / r;
+		}
 		store_stats(st, &s1);
-		raw2 = run_writers(conninfo, NULL, threads, secs / 2);
-		raw = (raw + raw2) / 2;
-		printf("w%d: store %.0f/s raw %.0f/s ratio_w%d %.2f "
-		       "(store: %.2f rows per commit)\n",
-		       threads, ours, raw, threads, ours / raw,
-		       s1.commits > s0.commits
-			       ? (double)(s1.rows - s0.rows) /
-					 (double)(s1.commits - s0.commits)
-			       : 0.0);
+		qsort(ratio, WRITE_ROUNDS, sizeof(ratio[0]), cmp_dbl);
+		n = s1.commits - s0.commits;
+		printf("w%d: store %.0f/s raw %.0f/s ratio_w%d %.2f (median "
+		       "of %d rounds, range %.2f-%.2f; store: %.2f rows per "
+		       "commit, %.3f ms per commit from its first statement "
+		       "sent to COMMIT's reply)\n",
+		       threads, ours, raw, threads,
+		       (ratio[(WRITE_ROUNDS - 1) / 2] +
+			ratio[WRITE_ROUNDS / 2]) /
+			       2,
+		       WRITE_ROUNDS, ratio[0], ratio[WRITE_ROUNDS - 1],
+		       n ? (double)(s1.rows - s0.rows) / (double)n : 0.0,
+		       n ? (double)(s1.commit_ns - s0.commit_ns) / 1e6 /
+				       (double)n
+			 : 0.0);
 		fflush(stdout);
 	}
 	free(copy);
