@@ -189,6 +189,8 @@ struct pg_store {
 	pthread_cond_t wake;
 	struct op *queue, **tail; /* L: lock */
 	unsigned nqueued;	  /* L: lock; ops on the queue */
+	unsigned woke_queued;	  /* L: lock; nqueued when the last batch's
+			       * callers were woken (gather_locked) */
 	bool stopping;		  /* L: lock */
 	struct store_stats stats; /* L: lock */
 
@@ -1136,6 +1138,7 @@ static void batch_committed(struct pg_store *ps, struct op *batch,
 	ps->unsynced = !(bi->durable || ps->durable);
 	pthread_mutex_lock(&ps->lock);
 	ps->stats = ps->wstats;
+	ps->woke_queued = ps->nqueued;
 	for (op = batch; op; op = next) {
 		next = op->next;
 		op->done = true;
@@ -1541,11 +1544,14 @@ static bool batch_run(struct pg_store *ps, struct op *batch)
  * callers of the batch just committed, who (writers in a loop) come back
  * at once. Without it, N writers split into two halves for good, one
  * queueing while the other commits: N/2 rows per commit, where raw
- * connections share the server's WAL flushes. At most GATHER_MAX_NS, and
- * a quarter of the last commit's time; only when ops came while the last
- * batch committed (a lone writer, or one after a pause, waits for
- * nothing), and for no more than the last batch's callers.
- * The same idea as PostgreSQL's commit_delay. L: lock.
+ * connections share the server's WAL flushes. It waits until the queue
+ * holds the ops that were there when the last batch's callers were woken
+ * (woke_queued) plus one per caller of that batch (prev), so a lone
+ * writer, already back, waits for nothing (wanting one more op than that,
+ * as before, made every batch of a lone writer wait the whole delay,
+ * since its callers wake at COMMIT's reply and are back before the
+ * writer looks). At most GATHER_MAX_NS, and a quarter of the last
+ * commit's time. The same idea as PostgreSQL's commit_delay. L: lock.
  */
 #define GATHER_MAX_NS 1000000
 
@@ -1553,11 +1559,11 @@ static void gather_locked(struct pg_store *ps, unsigned prev, int64_t commit_ns)
 {
 	int64_t wait =
 		commit_ns / 4 < GATHER_MAX_NS ? commit_ns / 4 : GATHER_MAX_NS;
-	unsigned want = ps->nqueued + prev;
+	unsigned want = ps->woke_queued + prev;
 	struct timespec ts;
 	int64_t end;
 
-	if (!prev || !ps->nqueued || wait <= 0)
+	if (!prev || ps->nqueued >= want || wait <= 0)
 		return;
 	end = now_ns() + wait;
 	ts.tv_sec = end / 1000000000;
@@ -1597,6 +1603,8 @@ static void *writer_main(void *arg)
 
 		pthread_mutex_lock(&ps->lock);
 		ps->stats = ps->wstats;
+		if (!woken)
+			ps->woke_queued = ps->nqueued;
 		for (op = woken ? NULL : batch; op; op = next) {
 			next = op->next; /* op dies once its caller wakes */
 			op->done = true;
