@@ -27,6 +27,7 @@
 #include <cmocka.h>
 #include <libpq-fe.h>
 
+#include "pg_sql.h" /* the replay's statement text (test_replay_plan) */
 #include "store.h"
 
 static const char *conninfo;
@@ -438,6 +439,56 @@ static void test_feed_pruned_and_unknown(void **state)
 	assert_string_equal(s.keys[0], "r/q");
 }
 
+/*
+ * The feed connection runs generic plans (planned once, not at every
+ * replay): the replay's statement must then still scan the xid index on a
+ * large log, not the whole log in seq order. The statement text of
+ * pg_sql.h, prepared here as the store prepares it, on a log of 50,000
+ * old rows (ANALYZEd), with the plan cache mode the feed sets.
+ */
+static void test_replay_plan(void **state)
+{
+	struct fixture *f = *state;
+	const struct pg_stmt *q = &pg_stmts[PQ_FIRST];
+	const char *vals[4] = {"1000", "1000:1000:", "x", PG_XID_MAX};
+	char sql[256];
+	PGresult *r;
+	bool xid_index = false;
+	int i;
+
+	(void)pg_schema_steps;
+	sql_ok(f->out,
+	       "INSERT INTO regionfs.changes(xid, region, key, ts_ms) "
+	       "SELECT '3', 'r', 'k', 1 FROM generate_series(1, 50000)");
+	sql_ok(f->out, "ANALYZE regionfs.changes");
+	sql_ok(f->out, "SET plan_cache_mode = force_generic_plan");
+	r = PQprepare(f->out, q->name, q->sql, q->nparams, NULL);
+	assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+	PQclear(r);
+	assert_int_equal(q->nparams, 4);
+	snprintf(sql, sizeof(sql), "EXPLAIN EXECUTE %s('%s', '%s', '%s', '%s')",
+		 q->name, vals[0], vals[1], vals[2], vals[3]);
+	r = PQexec(f->out, sql);
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	for (i = 0; i < PQntuples(r); i++)
+		xid_index |= strstr(PQgetvalue(r, i, 0), "changes_xid") != NULL;
+	for (i = 0; !xid_index && i < PQntuples(r); i++)
+		fprintf(stderr, "%s\n", PQgetvalue(r, i, 0)); /* the plan */
+	PQclear(r);
+	assert_true(xid_index);
+	/* and the store replays over that log as before */
+	{
+		struct seen s = {0};
+		uint64_t cur;
+
+		assert_int_equal(store_changes_head(f->st, &cur), 0);
+		sql_ok(f->out, "INSERT INTO regionfs.kv(region, key, value) "
+			       "VALUES ('r', 'big', 'B')");
+		assert_int_equal(store_changes(f->st, &cur, collect, &s), 1);
+		assert_string_equal(s.keys[0], "r/big");
+	}
+}
+
 /* Two stores (two mounts) on one database: each sees the other's writes,
  * and the doorbell reaches the other's LISTEN connection. */
 static void test_two_stores_doorbell(void **state)
@@ -800,6 +851,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_feed_pruned_and_unknown,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_replay_plan, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_two_stores_doorbell, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_group_commit, setup,
