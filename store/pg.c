@@ -18,9 +18,9 @@
  * Connections. Reads run on a small pool of PG_READERS connections
  * (reader_get/put); a caller waits for a free one. Changes go through ONE
  * writer connection, used by one batch at a time (busy): a caller that
- * finds no batch running and nobody queued runs its op itself, in its own
- * thread (a lone writer then pays no hand-over to a thread and back, which
- * cost it half the rate of a raw libpq upsert); the others queue an op and
+ * finds no batch running, nobody queued and a lone op in the last batch
+ * runs its op itself, in its own thread (a lone writer then pays no
+ * hand-over to a thread and back); the others queue an op and
  * sleep, and the writer thread takes the whole queue once the connection
  * is free and runs it in one transaction (group commit, as in sqlite.c),
  * then wakes them. The change feed has a
@@ -1687,8 +1687,15 @@ static int submit(struct pg_store *ps, struct op *op)
 		rc = -ESHUTDOWN;
 		goto out;
 	}
-	if (!ps->busy && !ps->queue) {
-		/* nobody commits, nobody waits: a batch of one, run here */
+	if (!ps->busy && !ps->queue && ps->last_batch <= 1) {
+		/*
+		 * Nobody commits, nobody waits, and the last batch was a lone
+		 * op: a batch of one, run here. After a larger batch its
+		 * callers are coming back: queue, and the writer gathers them
+		 * into one batch again (a fast path taken then split N looping
+		 * writers into a lone op and the rest: 2.7 rows per commit at
+		 * 4 writers instead of 3.5).
+		 */
 		ps->busy = true;
 		run_locked(ps, op, 1);
 		if (ps->queue || ps->stopping) /* they came meanwhile */
