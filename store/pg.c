@@ -120,6 +120,7 @@
 
 #define PG_READERS	4    /* reader connections */
 #define PG_CURSORS	16   /* positions of the feed kept (the ring) */
+#define PG_ACKS		64   /* mounts whose acknowledgements are kept */
 #define DEFAULT_BUSY_MS 5000 /* store_options.busy_timeout_ms == 0 */
 #define BACKOFF_MIN_MS	50   /* first wait before connecting again */
 #define BACKOFF_MAX_MS	2000 /* longest wait */
@@ -163,6 +164,15 @@ struct cursor_state {
 	char *from;	/* P: every log row visible in it was delivered */
 	char *to;	/* S of a pass stopped early; NULL: none */
 	uint64_t after; /* with to: rows up to this seq delivered */
+};
+
+/*
+ * The latest acknowledgement heard from one mount: the snapshot it has
+ * applied (the notification's payload, "origin snapshot").
+ */
+struct ack_entry {
+	char id[40];
+	char *snap; /* malloc()ed */
 };
 
 struct pg_store {
@@ -225,6 +235,9 @@ struct pg_store {
 	pthread_mutex_t ack_lock;
 	pthread_cond_t ack_cond; /* on CLOCK_MONOTONIC */
 	uint64_t ack_seq;	 /* L: ack_lock; acknowledgements heard */
+	struct ack_entry acks[PG_ACKS]; /* L: ack_lock; the latest of each */
+	unsigned nacks;			/* L: ack_lock */
+	uint64_t ack_unknown; /* L: ack_lock; heard without a snapshot */
 
 	atomic_uint_fast64_t errs[STORE_ERR_NKINDS];
 	atomic_uint_fast64_t bells_sent, bells_failed, bells_received;
@@ -1811,6 +1824,44 @@ static int pg_changes_prune(struct store *st, uint64_t max_age_ms)
 /* ---- the change feed ---------------------------------------------------------- */
 
 /* Reads what arrived on the feed connection; counts others' doorbells. */
+/*
+ * Records an acknowledgement, payload "origin snapshot" (lease_send()):
+ * store_wait_applied() can then tell from it alone whether that mount has
+ * applied a transaction, without asking the server again. A payload
+ * without a snapshot (too long to send, or an older regionfs) is counted
+ * in ack_unknown: the waiters look at regionfs.mounts again.
+ */
+static void ack_heard(struct pg_store *ps, const char *payload)
+{
+	const char *sp = strchr(payload, ' ');
+	size_t idlen = sp ? (size_t)(sp - payload) : 0;
+	struct ack_entry *e = NULL;
+	char *snap = NULL;
+	unsigned i;
+
+	if (sp && idlen < sizeof(e->id))
+		snap = strdup(sp + 1);
+	pthread_mutex_lock(&ps->ack_lock);
+	for (i = 0; snap && i < ps->nacks && !e; i++)
+		if (strlen(ps->acks[i].id) == idlen &&
+		    !memcmp(ps->acks[i].id, payload, idlen))
+			e = &ps->acks[i];
+	if (snap && !e && ps->nacks < PG_ACKS) {
+		e = &ps->acks[ps->nacks++];
+		memcpy(e->id, payload, idlen);
+		e->id[idlen] = '\0';
+		e->snap = NULL;
+	}
+	if (e) {
+		free(e->snap);
+		e->snap = snap;
+	} else {
+		free(snap);
+		ps->ack_unknown++;
+	}
+	pthread_mutex_unlock(&ps->ack_lock);
+}
+
 static int feed_drain_locked(struct pg_store *ps)
 {
 	PGnotify *n;
@@ -1826,10 +1877,12 @@ static int feed_drain_locked(struct pg_store *ps)
 		return -EIO;
 	}
 	while ((n = PQnotifies(ps->f.c))) {
-		if (!strcmp(n->relname, PG_ACK_CHANNEL))
+		if (!strcmp(n->relname, PG_ACK_CHANNEL)) {
 			acks++;
-		else if (strcmp(n->extra, ps->origin) != 0)
+			ack_heard(ps, n->extra);
+		} else if (strcmp(n->extra, ps->origin) != 0) {
 			got++;
+		}
 		PQfreemem(n);
 	}
 	if (acks) { /* wake store_wait_applied() */
@@ -1981,7 +2034,8 @@ static PGresult *lease_send(struct pg_store *ps, const char *const *vals,
 			    bool ack)
 {
 	static const int idx[2] = {PQ_LEASE, PQ_ACK_BELL};
-	const char *bv[1] = {ps->origin};
+	char payload[4000];
+	const char *bv[1] = {payload};
 	PGconn *c = ps->f.c;
 	PGresult *r, *lease = NULL, *bad = NULL;
 	int syncs = 0, want = ack ? 2 : 1, i;
@@ -1999,6 +2053,11 @@ static PGresult *lease_send(struct pg_store *ps, const char *const *vals,
 		PQclear(r);
 		ps->f.prepared |= 1u << idx[i];
 	}
+	/* "origin snapshot": what we applied (ack_heard()); the origin alone
+	 * if the snapshot is too long for a notification */
+	if (!vals[2] || snprintf(payload, sizeof(payload), "%s %s", ps->origin,
+				 vals[2]) >= (int)sizeof(payload))
+		snprintf(payload, sizeof(payload), "%s", ps->origin);
 	ok = PQenterPipelineMode(c) &&
 	     PQsendQueryPrepared(c, pg_stmts[PQ_LEASE].name, 5, vals, NULL,
 				 NULL, 1) &&
@@ -2111,16 +2170,18 @@ static bool pg_hits_ok(struct store *st)
 	       now_ns() < atomic_load(&ps->lease_end_ns);
 }
 
-/* One look at the mounts still to acknowledge xid: *n, and *left_ms of
- * the first of their leases. */
+/*
+ * One look at the mounts still to acknowledge xid: *n of them, the first
+ * PG_ACKS of their ids in ids, and *left_ms of the first of their leases.
+ */
 static int pending_acks(struct pg_store *ps, uint64_t xid, int64_t *n,
-			int64_t *left_ms)
+			char (*ids)[40], int64_t *left_ms)
 {
 	char x[24];
 	const char *vals[2] = {ps->origin, x};
 	int lens[2] = {0}, fmts[2] = {0};
 	PGresult *r;
-	int slot, err;
+	int slot, err, i;
 
 	snprintf(x, sizeof(x), "%" PRIu64, xid);
 	err = reader_get(ps, "ack", &slot);
@@ -2129,12 +2190,81 @@ static int pending_acks(struct pg_store *ps, uint64_t xid, int64_t *n,
 	r = run(ps, &ps->readers[slot], PQ_PENDING, vals, lens, fmts, "ack",
 		NULL, NULL, 0, &err);
 	if (r) {
-		*n = col_i64(r, 0, 0);
-		*left_ms = col_i64(r, 0, 1);
+		*n = PQntuples(r);
+		*left_ms = 0;
+		for (i = 0; i < *n; i++) {
+			int64_t l = col_i64(r, i, 1);
+
+			if (i == 0 || l < *left_ms)
+				*left_ms = l;
+			if (i < PG_ACKS)
+				snprintf(ids[i], sizeof(ids[i]), "%.*s",
+					 PQgetlength(r, i, 0),
+					 PQgetvalue(r, i, 0));
+		}
 		PQclear(r);
 	}
 	reader_put(ps, slot);
 	return err;
+}
+
+/* Does snapshot snap ("xmin:xmax:xip,...") see committed xid? */
+static bool snap_sees(const char *snap, uint64_t xid)
+{
+	char *end;
+	uint64_t xmin = strtoull(snap, &end, 10), xmax, x;
+
+	if (*end != ':')
+		return false;
+	xmax = strtoull(end + 1, &end, 10);
+	if (*end != ':')
+		return false;
+	if (xid < xmin)
+		return true;
+	if (xid >= xmax)
+		return false;
+	while (*++end) { /* the xids in progress */
+		x = strtoull(end, &end, 10);
+		if (x == xid)
+			return false;
+		if (*end != ',')
+			break;
+	}
+	return true;
+}
+
+/*
+ * Waits until every mount of ids (n <= PG_ACKS) has acknowledged a
+ * snapshot that sees xid (true), or ms pass, or an acknowledgement
+ * without a snapshot comes after unknown (false: look again).
+ */
+static bool acks_wait(struct pg_store *ps, uint64_t xid, char (*ids)[40],
+		      int64_t n, uint64_t unknown, int64_t ms)
+{
+	int64_t end = now_ns() + ms * 1000000;
+	struct timespec ts = {.tv_sec = end / 1000000000,
+			      .tv_nsec = end % 1000000000};
+	bool all = false;
+	int64_t i;
+	unsigned k;
+
+	pthread_mutex_lock(&ps->ack_lock);
+	for (;;) {
+		for (i = 0, all = true; i < n && all; i++) {
+			for (k = 0; k < ps->nacks; k++)
+				if (!strcmp(ps->acks[k].id, ids[i]))
+					break;
+			all = k < ps->nacks && ps->acks[k].snap &&
+			      snap_sees(ps->acks[k].snap, xid);
+		}
+		if (all || ps->ack_unknown != unknown)
+			break;
+		if (pthread_cond_timedwait(&ps->ack_cond, &ps->ack_lock, &ts) ==
+		    ETIMEDOUT)
+			break;
+	}
+	pthread_mutex_unlock(&ps->ack_lock);
+	return all;
 }
 
 /* Sleeps on ack_cond until an acknowledgement after seq, or ms. */
@@ -2157,8 +2287,9 @@ static void ack_sleep(struct pg_store *ps, uint64_t seq, int64_t ms)
 static int pg_wait_applied(struct store *st)
 {
 	struct pg_store *ps = PS(st);
-	uint64_t xid = atomic_load(&ps->last_xid), seq, took, max;
+	uint64_t xid = atomic_load(&ps->last_xid), seq, unknown, took, max;
 	int64_t t0 = now_ns(), cap, n = 0, left = 0, t;
+	char ids[PG_ACKS][40];
 	bool timed_out = false;
 	int err;
 
@@ -2171,8 +2302,9 @@ static int pg_wait_applied(struct store *st)
 	for (;;) {
 		pthread_mutex_lock(&ps->ack_lock);
 		seq = ps->ack_seq;
+		unknown = ps->ack_unknown;
 		pthread_mutex_unlock(&ps->ack_lock);
-		err = pending_acks(ps, xid, &n, &left);
+		err = pending_acks(ps, xid, &n, ids, &left);
 		t = now_ns();
 		if (err) { /* cannot look: wait out the bound */
 			if (t < cap)
@@ -2189,7 +2321,15 @@ static int pg_wait_applied(struct store *st)
 		left = left < 1 ? 1 : left + 1;
 		if (left > ACK_POLL_MS)
 			left = ACK_POLL_MS;
-		ack_sleep(ps, seq, left);
+		/* the acknowledgements carry what each mount applied: done
+		 * once all of those we wait for saw xid, without asking the
+		 * server again (one round trip less per strict write) */
+		if (n <= PG_ACKS) {
+			if (acks_wait(ps, xid, ids, n, unknown, left))
+				break;
+		} else {
+			ack_sleep(ps, seq, left);
+		}
 	}
 	took = (uint64_t)(now_ns() - t0);
 	atomic_fetch_add_explicit(&ps->acks_waited, 1, memory_order_relaxed);
@@ -2591,6 +2731,8 @@ static void pg_close(struct store *st)
 		pthread_mutex_destroy(&ps->ack_lock);
 		pthread_cond_destroy(&ps->ack_cond);
 	}
+	for (i = 0; (unsigned)i < ps->nacks; i++)
+		free(ps->acks[i].snap);
 	free(ps->conninfo);
 	free(ps);
 }

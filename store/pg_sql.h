@@ -205,14 +205,14 @@ static const struct pg_stmt pg_stmts[PQ_NSTMT] = {
 		      1},
 	/*
 	 * The other mounts ($1: us) a strict change of transaction $2 still
-	 * waits for (live lease, applied not seeing $2), and the ms left of
-	 * the first of their leases to run out.
+	 * waits for (live lease, applied not seeing $2): their ids, and the
+	 * ms left of their leases.
 	 */
 	[PQ_PENDING] =
 		{"rfs_pending",
-		 "SELECT count(*), coalesce((extract(epoch FROM "
-		 "min(lease_until) - clock_timestamp()) * 1000)"
-		 "::bigint, 0) FROM regionfs.mounts WHERE id <> $1 "
+		 "SELECT id, (extract(epoch FROM lease_until - "
+		 "clock_timestamp()) * 1000)::bigint FROM "
+		 "regionfs.mounts WHERE id <> $1 "
 		 "AND lease_until > clock_timestamp() AND (applied IS "
 		 "NULL OR NOT pg_visible_in_snapshot($2::xid8, applied))",
 		 2},
