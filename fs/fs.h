@@ -196,6 +196,14 @@ struct rfs {
 	_Atomic uint64_t max_memory;
 	bool max_memory_opt;
 	atomic_bool draining; /* SIGTERM: new opens of keys get ESHUTDOWN */
+	bool ro;	      /* -o ro: the kernel refuses every change */
+	bool open_requests;   /* -o open_requests: no zero-request opens */
+	/*
+	 * Zero-request opens (ops.c): -o ro on a kernel that offers
+	 * FUSE_CAP_NO_OPEN_SUPPORT. Set by the INIT handler, before any
+	 * other request; OPEN then answers ENOSYS and READ serves by inode.
+	 */
+	atomic_bool noopen;
 
 	/* the configuration's state; L: cfg_lock */
 	pthread_mutex_t cfg_lock;
@@ -616,6 +624,18 @@ int rfs_inode_open_read(fuse_ino_t ino, struct region_value *v,
 			struct region_value **out, bool *pcache);
 /* The release of a handle opened by rfs_inode_open_read(). */
 void rfs_inode_close_read(fuse_ino_t ino, bool pcache);
+/*
+ * A READ without a handle (zero-request opens, ops.c): the value the
+ * kernel's inode ino holds pages of, with a reference, in *out. The first
+ * READ of a kernel inode pins a value on it until the kernel forgets the
+ * inode: v, the cache's value of the key, if it is the inode's row (or,
+ * the row having changed, a value of the same size: the kernel's inode
+ * has no page yet, and the whole file is then the new value). v NULL
+ * asks only for the pinned value: -EAGAIN if none yet. -EIO if v cannot
+ * be served under the inode's size; -ENOENT if ino is unknown.
+ */
+int rfs_inode_kernel_value(fuse_ino_t ino, struct region_value *v,
+			   struct region_value **out);
 
 /* What the kernel must forget of an inode a writer opens. */
 enum rfs_inval {
