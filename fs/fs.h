@@ -941,6 +941,7 @@ uint64_t rfs_kinval_sent(void);
 struct rfs_names {
 	unsigned s[2];
 	unsigned n;
+	bool excl; /* an exclusive lock counts a change at the unlock */
 };
 
 /*
@@ -966,6 +967,30 @@ void rfs_names_handed(const char *region, const void *key, size_t klen,
 		      struct rfs_entry_mark *m);
 /* Every stripe's count (READDIRPLUS: names not known before listing). */
 void rfs_names_handed_all(void);
+
+/*
+ * Negative notes: a CREATE right after its own LOOKUP found the name
+ * missing need not ask the store again (commit.c). The LOOKUP takes the
+ * name's change count under its shared lock before it reads the row
+ * (rfs_names_absent_begin), and notes a miss for the caller's thread
+ * (rfs_names_absent_note); the CREATE, under the exclusive lock, takes
+ * the note (rfs_names_absent_take): true only for the same thread and
+ * name, with no exclusive section of the name's stripe (every change of
+ * existence through this mount: create, unlink, rename, truncate) and no
+ * outside change the feed applied (rfs_names_changed) in between.
+ */
+struct rfs_absent {
+	unsigned stripe;
+	uint64_t seq;
+};
+void rfs_names_absent_begin(const char *region, const void *key, size_t klen,
+			    struct rfs_absent *a);
+void rfs_names_absent_note(pid_t pid, const char *region, const void *key,
+			   size_t klen, const struct rfs_absent *a);
+bool rfs_names_absent_take(pid_t pid, const char *region, const void *key,
+			   size_t klen);
+/* An outside change of the name (key NULL: of every name), from the feed. */
+void rfs_names_changed(const char *region, const void *key, size_t klen);
 /* A mark of the name now. */
 void rfs_names_mark(const char *region, const void *key, size_t klen,
 		    struct rfs_entry_mark *m);

@@ -471,6 +471,7 @@ static int lookup_key(pid_t pid, const char *region, const char *name,
 		      struct fuse_entry_param *e)
 {
 	struct rfs_entry_mark mark;
+	struct rfs_absent absent;
 	struct store_meta m;
 	struct rfs_names l;
 	enum rfs_kclass cls;
@@ -485,6 +486,7 @@ static int lookup_key(pid_t pid, const char *region, const char *name,
 	 * that is not gone for a key that is (commit.c) */
 	rfs_names_lock(&l, region, name, len, false);
 	rfs_names_handed(region, name, len, &mark); /* before the row is read */
+	rfs_names_absent_begin(region, name, len, &absent);
 	rc = rfs_unborn_settle_locked(region, name, len);
 	if (!rc)
 		rc = rfs_key_meta(region, name, len, &m);
@@ -493,6 +495,8 @@ static int lookup_key(pid_t pid, const char *region, const char *name,
 					  &ino, &cls);
 	if (!rc && cls == RFS_K_WRITE)
 		rfs_inode_set_mark(ino, &mark); /* a refused writer's retry */
+	if (rc == -ENOENT) /* for a CREATE that follows (commit.c) */
+		rfs_names_absent_note(pid, region, name, len, &absent);
 	rfs_names_unlock(&l);
 	if (rc == -ENOENT) {
 		struct rfs_perms p;
