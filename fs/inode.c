@@ -164,6 +164,8 @@ struct inode {
 	bool kpin;		    /* N: the kernel's inode holds pval
 				     * without a handle (one preader;
 				     * zero-request opens), until FORGET */
+	struct rfs_pin kpin_pin;    /* N: pval while kpin, counted in
+				     * memory_pinned_bytes */
 	struct rfs_handle *writers; /* open write handles */
 	struct rfs_entry_mark mark; /* a writer's: of the LOOKUP that made it */
 	size_t rlen;		    /* region name length */
@@ -318,6 +320,7 @@ int rfs_inode_init(void)
 
 static void node_free(struct inode *n)
 {
+	rfs_pin_del(&n->kpin_pin);
 	region_value_unref(n->pval);
 	free(n->name);
 	free(n);
@@ -897,6 +900,8 @@ static struct region_value *unpin_locked(struct inode *n)
 	if (!n->kpin || atomic_load(&n->nlookup))
 		return NULL;
 	n->kpin = false;
+	rfs_pin_del(&n->kpin_pin);
+	memset(&n->kpin_pin, 0, sizeof(n->kpin_pin));
 	n->nreaders--;
 	if (--n->preaders == 0) {
 		drop = n->pval;
@@ -1117,8 +1122,14 @@ int rfs_inode_kernel_value(fuse_ino_t ino, struct region_value *v,
 	else if (atomic_load(&n->cls) != RFS_K_PAGE)
 		rc = -EIO; /* never on a zero-request mount: no handles */
 	else if (!(serve = page_value_locked(n, v)) && !n->preaders &&
-		 !n->anchored && region_value_len(v) == n->row.size) {
-		/* the row changed before the first READ: no page yet */
+		 !n->anchored && region_value_len(v) <= n->row.size) {
+		/*
+		 * The row changed before the first READ: the kernel's inode
+		 * has no page yet, so the whole file can be the new value;
+		 * a shorter one ends in a short READ, which makes the kernel
+		 * lower its size (fuse_short_read()). A longer one cannot
+		 * be served under the kernel's size.
+		 */
 		n->anchored = true;
 		n->anchor = region_value_tag(v);
 		n->pval = region_value_ref(v);
@@ -1130,6 +1141,7 @@ int rfs_inode_kernel_value(fuse_ino_t ino, struct region_value *v,
 		n->kpin = true;
 		n->preaders++;
 		reader_in_locked(n);
+		rfs_pin_add(&n->kpin_pin, n->pval);
 	}
 	if (!rc)
 		*out = region_value_ref(serve);

@@ -253,13 +253,17 @@ static int64_t now_ns(void)
  * yet delivered, the bound every read has), else store_stat() on the
  * covering index. A peek: neither a hit nor a miss in the region's stats.
  */
-int rfs_key_meta(const char *region, const void *key, size_t klen,
-		 struct store_meta *m)
+/* rfs_key_meta(), and the cached value it took the row from in *vout
+ * (a reference; NULL when the store answered) if vout is not NULL. */
+static int key_meta(const char *region, const void *key, size_t klen,
+		    struct store_meta *m, struct region_value **vout)
 {
 	struct rfs_region *rr = rfs_region_ref(region);
 	struct region_value *v;
 	bool cached;
 
+	if (vout)
+		*vout = NULL;
 	if (!rr)
 		return -ENOENT;
 	/* a strict region without a live lease asks the store (rfs_hits_ok) */
@@ -270,8 +274,17 @@ int rfs_key_meta(const char *region, const void *key, size_t klen,
 	m->size = region_value_len(v);
 	m->mtime_ns = region_value_mtime(v);
 	m->version = region_value_version(v);
-	region_value_unref(v);
+	if (vout)
+		*vout = v;
+	else
+		region_value_unref(v);
 	return 0;
+}
+
+int rfs_key_meta(const char *region, const void *key, size_t klen,
+		 struct store_meta *m)
+{
+	return key_meta(region, key, klen, m, NULL);
 }
 
 /*
@@ -470,6 +483,7 @@ static void key_entry(const char *region, const char *name, size_t len,
 static int lookup_key(pid_t pid, const char *region, const char *name,
 		      struct fuse_entry_param *e)
 {
+	struct region_value *v = NULL, *pinned;
 	struct rfs_entry_mark mark;
 	struct rfs_absent absent;
 	struct store_meta m;
@@ -489,12 +503,21 @@ static int lookup_key(pid_t pid, const char *region, const char *name,
 	rfs_names_absent_begin(region, name, len, &absent);
 	rc = rfs_unborn_settle_locked(region, name, len);
 	if (!rc)
-		rc = rfs_key_meta(region, name, len, &m);
+		rc = key_meta(region, name, len, &m,
+			      atomic_load(&rfs.noopen) ? &v : NULL);
 	if (!rc)
 		rc = rfs_inode_lookup_key(region, name, len, &m, pid, false,
 					  &ino, &cls);
 	if (!rc && cls == RFS_K_WRITE)
 		rfs_inode_set_mark(ino, &mark); /* a refused writer's retry */
+	/*
+	 * Zero-request opens: the inode's READs serve the value its row was
+	 * read from, pinned now that we have it (inode.c), so that a change
+	 * before the first READ cannot leave it without its bytes.
+	 */
+	if (!rc && v && rfs_inode_kernel_value(ino, v, &pinned) == 0)
+		region_value_unref(pinned);
+	region_value_unref(v);
 	if (rc == -ENOENT) /* for a CREATE that follows (commit.c) */
 		rfs_names_absent_note(pid, region, name, len, &absent);
 	rfs_names_unlock(&l);
