@@ -67,6 +67,14 @@
  *  - Read-only opens set noflush: close() of a reader sends no FLUSH.
  *    Write opens need the FLUSH, because close() is where the commit
  *    happens and where its error is returned.
+ *  - Zero-request opens (-o ro, when the kernel offers
+ *    FUSE_CAP_NO_OPEN_SUPPORT; rfs.noopen): OPEN and FLUSH answer ENOSYS
+ *    once, and the kernel sends neither again, nor RELEASE; every file
+ *    is opened with keep_cache and no handle. READ is served by inode:
+ *    the value pinned on the kernel's inode (inode.c, kpin; a LOOKUP
+ *    that read its row from a cached value pins it at once), so one
+ *    inode's pages still hold one value. Virtual files: the section
+ *    "zero-request opens" below. doc/design.md has the costs.
  *  - The root's region directories and everything under .regionfs/ change
  *    only on a reload, so they get DIR_TIMEOUT; the reload invalidates
  *    their dentries from the background thread (daemon.c).
