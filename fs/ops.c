@@ -1352,9 +1352,7 @@ static void read_noopen(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off)
 				id.region, (int)id.klen, id.key);
 	}
 	if (rc) {
-		if (rc == -EIO || rc == -ENOMEM)
-			rfs_count(RFS_C_ERRORS, 1);
-		reply_err(req, rc);
+		reply_err(req, rc); /* counted in errors */
 		return;
 	}
 	reply_slice(req, region_value_data(serve), region_value_len(serve),
