@@ -88,6 +88,26 @@ static struct {
 	_Alignas(64) atomic_uint_fast64_t n;
 } handed[NAME_LOCKS];
 
+/* Changes of existence per stripe (fs.h, struct rfs_absent). */
+static struct {
+	_Alignas(64) atomic_uint_fast64_t n;
+} changes[NAME_LOCKS];
+
+/* Negative notes, one per slot of callers' thread ids. */
+#define ABSENT_SLOTS 64 /* a power of two */
+
+static struct absent_note {
+	pthread_mutex_t mu;
+	bool valid; /* L: mu, and the rest */
+	pid_t pid;
+	struct rfs_absent a;
+	size_t klen;
+	char region[REGION_MAX_NAME + 1];
+	char key[REGION_MAX_KEY];
+} absent[ABSENT_SLOTS] = {
+	[0 ... ABSENT_SLOTS - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER},
+};
+
 /* ---- name locks ---------------------------------------------------------- */
 
 static unsigned stripe_of(const char *region, const void *key, size_t klen)
@@ -108,6 +128,7 @@ static void stripe_lock(unsigned s, bool excl)
 void rfs_names_lock(struct rfs_names *l, const char *region, const void *key,
 		    size_t klen, bool excl)
 {
+	l->excl = excl;
 	l->n = 1;
 	l->s[0] = stripe_of(region, key, klen);
 	stripe_lock(l->s[0], excl);
@@ -167,6 +188,7 @@ static void names_lock2(struct rfs_names *l, const char *region, const void *a,
 {
 	unsigned x = stripe_of(region, a, alen), y = stripe_of(region, b, blen);
 
+	l->excl = true;
 	l->n = x == y ? 1 : 2;
 	l->s[0] = x < y ? x : y;
 	l->s[1] = x < y ? y : x;
@@ -177,8 +199,77 @@ static void names_lock2(struct rfs_names *l, const char *region, const void *a,
 
 void rfs_names_unlock(struct rfs_names *l)
 {
-	while (l->n)
+	while (l->n) {
+		if (l->excl) /* before the unlock: see rfs_names_absent_take() */
+			atomic_fetch_add(&changes[l->s[l->n - 1]].n, 1);
 		pthread_rwlock_unlock(&name_locks[l->s[--l->n]]);
+	}
+}
+
+/* ---- negative notes ------------------------------------------------------ */
+
+static struct absent_note *absent_slot(pid_t pid)
+{
+	return &absent[(unsigned)pid * 2654435761u % ABSENT_SLOTS];
+}
+
+void rfs_names_absent_begin(const char *region, const void *key, size_t klen,
+			    struct rfs_absent *a)
+{
+	a->stripe = stripe_of(region, key, klen);
+	a->seq = atomic_load(&changes[a->stripe].n);
+}
+
+void rfs_names_absent_note(pid_t pid, const char *region, const void *key,
+			   size_t klen, const struct rfs_absent *a)
+{
+	struct absent_note *n = absent_slot(pid);
+
+	if (!pid || strlen(region) > REGION_MAX_NAME || klen > REGION_MAX_KEY)
+		return;
+	pthread_mutex_lock(&n->mu);
+	n->valid = true;
+	n->pid = pid;
+	n->a = *a;
+	n->klen = klen;
+	strcpy(n->region, region);
+	memcpy(n->key, key, klen);
+	pthread_mutex_unlock(&n->mu);
+}
+
+/*
+ * Under the name's exclusive lock. An exclusive section of the stripe
+ * that ran after the LOOKUP's shared one counted a change before its
+ * unlock, so the count moved; one that ran before it was counted before
+ * the LOOKUP took the count. A change of the name under a shared lock
+ * (a commit of data) follows the exclusive section of its create.
+ */
+bool rfs_names_absent_take(pid_t pid, const char *region, const void *key,
+			   size_t klen)
+{
+	struct absent_note *n = absent_slot(pid);
+	bool ok;
+
+	pthread_mutex_lock(&n->mu);
+	ok = n->valid && pid && n->pid == pid && n->klen == klen &&
+	     strcmp(n->region, region) == 0 && memcmp(n->key, key, klen) == 0 &&
+	     n->a.stripe == stripe_of(region, key, klen) &&
+	     atomic_load(&changes[n->a.stripe].n) == n->a.seq;
+	n->valid = false;
+	pthread_mutex_unlock(&n->mu);
+	return ok;
+}
+
+void rfs_names_changed(const char *region, const void *key, size_t klen)
+{
+	unsigned s;
+
+	if (key) {
+		atomic_fetch_add(&changes[stripe_of(region, key, klen)].n, 1);
+		return;
+	}
+	for (s = 0; s < NAME_LOCKS; s++)
+		atomic_fetch_add(&changes[s].n, 1);
 }
 
 static bool same_name(const struct rfs_ident *a, const struct rfs_ident *b)
@@ -722,7 +813,15 @@ int rfs_commit_create(const char *region, const char *key, size_t klen,
 	rc = rfs_unborn_is(region, key, klen) ? 0 : -ENOENT;
 	if (rc == 0 && !(oflags & O_EXCL))
 		rc = rfs_unborn_settle_locked(region, key, klen);
-	if (rc == -ENOENT)
+	/*
+	 * Missing when this thread's LOOKUP just asked (a negative note):
+	 * the store is not asked again. O_EXCL always asks: it is checked
+	 * against outside writers as exactly as before.
+	 */
+	if (rc == -ENOENT && !(oflags & O_EXCL) &&
+	    rfs_names_absent_take(pid, region, key, klen))
+		rfs_count(RFS_C_CREATE_NOTED, 1); /* rc stays -ENOENT */
+	else if (rc == -ENOENT)
 		rc = store_stat(rfs.st, region, key, klen, &m);
 	if (rc == 0 && (oflags & O_EXCL))
 		rc = -EEXIST;

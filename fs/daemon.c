@@ -465,6 +465,7 @@ static void *bg_main(void *arg)
 static void feed_changed(const char *region, const void *key, size_t klen)
 {
 	rfs_inode_changed(region, key, klen);
+	rfs_names_changed(region, key, klen); /* negative notes */
 	if (key)
 		rfs_kinval_key(region, key, klen);
 	else

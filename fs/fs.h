@@ -196,6 +196,14 @@ struct rfs {
 	_Atomic uint64_t max_memory;
 	bool max_memory_opt;
 	atomic_bool draining; /* SIGTERM: new opens of keys get ESHUTDOWN */
+	bool ro;	      /* -o ro: the kernel refuses every change */
+	bool open_requests;   /* -o open_requests: no zero-request opens */
+	/*
+	 * Zero-request opens (ops.c): -o ro on a kernel that offers
+	 * FUSE_CAP_NO_OPEN_SUPPORT. Set by the INIT handler, before any
+	 * other request; OPEN then answers ENOSYS and READ serves by inode.
+	 */
+	atomic_bool noopen;
 
 	/* the configuration's state; L: cfg_lock */
 	pthread_mutex_t cfg_lock;
@@ -616,6 +624,18 @@ int rfs_inode_open_read(fuse_ino_t ino, struct region_value *v,
 			struct region_value **out, bool *pcache);
 /* The release of a handle opened by rfs_inode_open_read(). */
 void rfs_inode_close_read(fuse_ino_t ino, bool pcache);
+/*
+ * A READ without a handle (zero-request opens, ops.c): the value the
+ * kernel's inode ino holds pages of, with a reference, in *out. The first
+ * READ of a kernel inode pins a value on it until the kernel forgets the
+ * inode: v, the cache's value of the key, if it is the inode's row (or,
+ * the row having changed, a value of the same size: the kernel's inode
+ * has no page yet, and the whole file is then the new value). v NULL
+ * asks only for the pinned value: -EAGAIN if none yet. -EIO if v cannot
+ * be served under the inode's size; -ENOENT if ino is unknown.
+ */
+int rfs_inode_kernel_value(fuse_ino_t ino, struct region_value *v,
+			   struct region_value **out);
 
 /* What the kernel must forget of an inode a writer opens. */
 enum rfs_inval {
@@ -921,6 +941,7 @@ uint64_t rfs_kinval_sent(void);
 struct rfs_names {
 	unsigned s[2];
 	unsigned n;
+	bool excl; /* an exclusive lock counts a change at the unlock */
 };
 
 /*
@@ -946,6 +967,30 @@ void rfs_names_handed(const char *region, const void *key, size_t klen,
 		      struct rfs_entry_mark *m);
 /* Every stripe's count (READDIRPLUS: names not known before listing). */
 void rfs_names_handed_all(void);
+
+/*
+ * Negative notes: a CREATE right after its own LOOKUP found the name
+ * missing need not ask the store again (commit.c). The LOOKUP takes the
+ * name's change count under its shared lock before it reads the row
+ * (rfs_names_absent_begin), and notes a miss for the caller's thread
+ * (rfs_names_absent_note); the CREATE, under the exclusive lock, takes
+ * the note (rfs_names_absent_take): true only for the same thread and
+ * name, with no exclusive section of the name's stripe (every change of
+ * existence through this mount: create, unlink, rename, truncate) and no
+ * outside change the feed applied (rfs_names_changed) in between.
+ */
+struct rfs_absent {
+	unsigned stripe;
+	uint64_t seq;
+};
+void rfs_names_absent_begin(const char *region, const void *key, size_t klen,
+			    struct rfs_absent *a);
+void rfs_names_absent_note(pid_t pid, const char *region, const void *key,
+			   size_t klen, const struct rfs_absent *a);
+bool rfs_names_absent_take(pid_t pid, const char *region, const void *key,
+			   size_t klen);
+/* An outside change of the name (key NULL: of every name), from the feed. */
+void rfs_names_changed(const char *region, const void *key, size_t klen);
 /* A mark of the name now. */
 void rfs_names_mark(const char *region, const void *key, size_t klen,
 		    struct rfs_entry_mark *m);

@@ -161,6 +161,11 @@ struct inode {
 	bool anchored;		    /* N: anchor is set */
 	uint64_t anchor;	    /* N: serial of the value in its pages */
 	struct region_value *pval;  /* N: that value while preaders */
+	bool kpin;		    /* N: the kernel's inode holds pval
+				     * without a handle (one preader;
+				     * zero-request opens), until FORGET */
+	struct rfs_pin kpin_pin;    /* N: pval while kpin, counted in
+				     * memory_pinned_bytes */
 	struct rfs_handle *writers; /* open write handles */
 	struct rfs_entry_mark mark; /* a writer's: of the LOOKUP that made it */
 	size_t rlen;		    /* region name length */
@@ -315,6 +320,7 @@ int rfs_inode_init(void)
 
 static void node_free(struct inode *n)
 {
+	rfs_pin_del(&n->kpin_pin);
 	region_value_unref(n->pval);
 	free(n->name);
 	free(n);
@@ -878,8 +884,38 @@ static uint64_t sub_lookups(struct inode *node, uint64_t n)
 	return next;
 }
 
+/*
+ * The kernel forgot n (its lookup count is 0): its inode and pages are
+ * gone, so the value pinned for its READs goes, and the anchor with it
+ * (a later LOOKUP of the number makes a new kernel inode, with no page).
+ * A LOOKUP that revives the number counts before the kernel can READ
+ * the new inode, so a pin taken after the check below is the new
+ * inode's. Node lock held.
+ */
+static struct region_value *unpin_locked(struct inode *n)
+{
+	struct region_value *drop = NULL;
+
+	ASSERT_NODE();
+	if (!n->kpin || atomic_load(&n->nlookup))
+		return NULL;
+	n->kpin = false;
+	rfs_pin_del(&n->kpin_pin);
+	memset(&n->kpin_pin, 0, sizeof(n->kpin_pin));
+	n->nreaders--;
+	if (--n->preaders == 0) {
+		drop = n->pval;
+		n->pval = NULL;
+		n->anchored = false;
+	}
+	check_node_locked(n);
+	return drop;
+}
+
 void rfs_inode_forget(fuse_ino_t ino, uint64_t n)
 {
+	struct region_value *drop = NULL;
+	pthread_mutex_t *mu;
 	struct inode *node;
 	uint64_t left = 1;
 
@@ -889,7 +925,14 @@ void rfs_inode_forget(fuse_ino_t ino, uint64_t n)
 	node = find_ino_locked(ino);
 	if (node)
 		left = sub_lookups(node, n);
+	if (node && !left) {
+		mu = node_lock(node);
+		node_enter(mu);
+		drop = unpin_locked(node);
+		node_leave(mu);
+	}
 	table_unlock();
+	region_value_unref(drop);
 	if (!left)
 		free_if_unused(ino);
 }
@@ -1053,6 +1096,59 @@ int rfs_inode_open_read(fuse_ino_t ino, struct region_value *v,
 	node_leave(mu);
 	table_unlock();
 	return 0;
+}
+
+int rfs_inode_kernel_value(fuse_ino_t ino, struct region_value *v,
+			   struct region_value **out)
+{
+	struct region_value *serve = NULL;
+	pthread_mutex_t *mu;
+	struct inode *n;
+	int rc = 0;
+
+	*out = NULL;
+	table_rdlock();
+	n = find_ino_locked(ino);
+	if (!n) {
+		table_unlock();
+		return -ENOENT;
+	}
+	mu = node_lock(n);
+	node_enter(mu);
+	if (n->kpin)
+		serve = n->pval;
+	else if (!v)
+		rc = -EAGAIN;
+	else if (atomic_load(&n->cls) != RFS_K_PAGE)
+		rc = -EIO; /* never on a zero-request mount: no handles */
+	else if (!(serve = page_value_locked(n, v)) && !n->preaders &&
+		 !n->anchored && region_value_len(v) <= n->row.size) {
+		/*
+		 * The row changed before the first READ: the kernel's inode
+		 * has no page yet, so the whole file can be the new value;
+		 * a shorter one ends in a short READ, which makes the kernel
+		 * lower its size (fuse_short_read()). A longer one cannot
+		 * be served under the kernel's size.
+		 */
+		n->anchored = true;
+		n->anchor = region_value_tag(v);
+		n->pval = region_value_ref(v);
+		serve = v;
+	}
+	if (!rc && !serve)
+		rc = -EIO;
+	if (!rc && !n->kpin) {
+		n->kpin = true;
+		n->preaders++;
+		reader_in_locked(n);
+		rfs_pin_add(&n->kpin_pin, n->pval);
+	}
+	if (!rc)
+		*out = region_value_ref(serve);
+	check_node_locked(n);
+	node_leave(mu);
+	table_unlock();
+	return rc;
 }
 
 /* Drops one handle's counts; true if nothing holds n any more. */

@@ -66,6 +66,7 @@ struct main_opts {
 	char *uid;    /* -o uid= */
 	char *gid;    /* -o gid= */
 	int ro;	      /* -o ro (kept for libfuse too) */
+	int openreq;  /* -o open_requests */
 	char *grace;  /* -o shutdown_grace= */
 	char *maxmem; /* -o max_memory= */
 	char *lease;  /* -o lease= */
@@ -87,6 +88,7 @@ static const struct fuse_opt main_optspec[] = {
 	RFS_OPT("lease=%s", lease),
 	RFS_OPT("lease_renew=%s", renew),
 	{"ro", offsetof(struct main_opts, ro), 1},
+	{"open_requests", offsetof(struct main_opts, openreq), 1},
 	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP),
 	FUSE_OPT_END};
 
@@ -179,7 +181,10 @@ static void usage(const char *prog)
 	       "    -o lease_renew=DURATION  its renewal period (default 1s;\n"
 	       "                           lease >= 2 x lease_renew + 500ms)\n"
 	       "    -o ro                  read-only mount over a read-only\n"
-	       "                           database (refused without it)\n"
+	       "                           database (refused without it);\n"
+	       "                           opens send the daemon no request\n"
+	       "    -o open_requests       with -o ro: opens ask the daemon\n"
+	       "                           as on a read-write mount\n"
 	       "    --check-config FILE    validate FILE, print each region's\n"
 	       "                           effective settings, and exit\n"
 	       "    -h, --help             this help\n"
@@ -795,6 +800,8 @@ int main(int argc, char *argv[])
 	rfs_log_set_debug(cmd.debug);
 	rfs.foreground = cmd.foreground;
 	store_opts.read_only = o.ro;
+	rfs.ro = o.ro;
+	rfs.open_requests = o.openreq;
 	if (setup_state(&o) || check_mountpoint(cmd.mountpoint) ||
 	    check_database())
 		goto out;

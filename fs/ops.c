@@ -67,6 +67,14 @@
  *  - Read-only opens set noflush: close() of a reader sends no FLUSH.
  *    Write opens need the FLUSH, because close() is where the commit
  *    happens and where its error is returned.
+ *  - Zero-request opens (-o ro, when the kernel offers
+ *    FUSE_CAP_NO_OPEN_SUPPORT; rfs.noopen): OPEN and FLUSH answer ENOSYS
+ *    once, and the kernel sends neither again, nor RELEASE; every file
+ *    is opened with keep_cache and no handle. READ is served by inode:
+ *    the value pinned on the kernel's inode (inode.c, kpin; a LOOKUP
+ *    that read its row from a cached value pins it at once), so one
+ *    inode's pages still hold one value. Virtual files: the section
+ *    "zero-request opens" below. doc/design.md has the costs.
  *  - The root's region directories and everything under .regionfs/ change
  *    only on a reload, so they get DIR_TIMEOUT; the reload invalidates
  *    their dentries from the background thread (daemon.c).
@@ -131,6 +139,8 @@
 #define RFS_UNKNOWN_INO 0xffffffffULL /* d_ino of keys without an inode */
 #define DIRENT_MIN	24	      /* smallest struct fuse_dirent */
 #define STATFS_CACHE_MS 1000
+
+static bool is_vfile(fuse_ino_t ino, const struct rfs_ident *id);
 
 /* ---- replies ------------------------------------------------------------- */
 
@@ -251,13 +261,17 @@ static int64_t now_ns(void)
  * yet delivered, the bound every read has), else store_stat() on the
  * covering index. A peek: neither a hit nor a miss in the region's stats.
  */
-int rfs_key_meta(const char *region, const void *key, size_t klen,
-		 struct store_meta *m)
+/* rfs_key_meta(), and the cached value it took the row from in *vout
+ * (a reference; NULL when the store answered) if vout is not NULL. */
+static int key_meta(const char *region, const void *key, size_t klen,
+		    struct store_meta *m, struct region_value **vout)
 {
 	struct rfs_region *rr = rfs_region_ref(region);
 	struct region_value *v;
 	bool cached;
 
+	if (vout)
+		*vout = NULL;
 	if (!rr)
 		return -ENOENT;
 	/* a strict region without a live lease asks the store (rfs_hits_ok) */
@@ -268,8 +282,17 @@ int rfs_key_meta(const char *region, const void *key, size_t klen,
 	m->size = region_value_len(v);
 	m->mtime_ns = region_value_mtime(v);
 	m->version = region_value_version(v);
-	region_value_unref(v);
+	if (vout)
+		*vout = v;
+	else
+		region_value_unref(v);
 	return 0;
+}
+
+int rfs_key_meta(const char *region, const void *key, size_t klen,
+		 struct store_meta *m)
+{
+	return key_meta(region, key, klen, m, NULL);
 }
 
 /*
@@ -468,7 +491,9 @@ static void key_entry(const char *region, const char *name, size_t len,
 static int lookup_key(pid_t pid, const char *region, const char *name,
 		      struct fuse_entry_param *e)
 {
+	struct region_value *v = NULL, *pinned;
 	struct rfs_entry_mark mark;
+	struct rfs_absent absent;
 	struct store_meta m;
 	struct rfs_names l;
 	enum rfs_kclass cls;
@@ -483,14 +508,26 @@ static int lookup_key(pid_t pid, const char *region, const char *name,
 	 * that is not gone for a key that is (commit.c) */
 	rfs_names_lock(&l, region, name, len, false);
 	rfs_names_handed(region, name, len, &mark); /* before the row is read */
+	rfs_names_absent_begin(region, name, len, &absent);
 	rc = rfs_unborn_settle_locked(region, name, len);
 	if (!rc)
-		rc = rfs_key_meta(region, name, len, &m);
+		rc = key_meta(region, name, len, &m,
+			      atomic_load(&rfs.noopen) ? &v : NULL);
 	if (!rc)
 		rc = rfs_inode_lookup_key(region, name, len, &m, pid, false,
 					  &ino, &cls);
 	if (!rc && cls == RFS_K_WRITE)
 		rfs_inode_set_mark(ino, &mark); /* a refused writer's retry */
+	/*
+	 * Zero-request opens: the inode's READs serve the value its row was
+	 * read from, pinned now that we have it (inode.c), so that a change
+	 * before the first READ cannot leave it without its bytes.
+	 */
+	if (!rc && v && rfs_inode_kernel_value(ino, v, &pinned) == 0)
+		region_value_unref(pinned);
+	region_value_unref(v);
+	if (rc == -ENOENT) /* for a CREATE that follows (commit.c) */
+		rfs_names_absent_note(pid, region, name, len, &absent);
 	rfs_names_unlock(&l);
 	if (rc == -ENOENT) {
 		struct rfs_perms p;
@@ -548,6 +585,7 @@ static int lookup_dynamic(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 static void rfs_ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	struct rfs_ident id = {.kind = RFS_I_REGION};
 	struct fuse_entry_param e;
 	int rc;
 
@@ -567,6 +605,10 @@ static void rfs_ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		rc = -ENOTDIR;
 	else
 		rc = lookup_dynamic(req, parent, name, &e);
+	if (!rc && atomic_load(&rfs.noopen) && S_ISREG(e.attr.st_mode) &&
+	    (e.ino < RFS_INO_DYNAMIC || rfs_inode_ident(e.ino, &id) == 0) &&
+	    is_vfile(e.ino, &id))
+		e.attr_timeout = 0; /* GETATTR makes the snapshot: see above */
 	if (rc)
 		reply_err(req, rc);
 	else
@@ -591,15 +633,152 @@ static void rfs_ll_forget_multi(fuse_req_t req, size_t count,
 
 /* ---- getattr / setattr --------------------------------------------------- */
 
+/* ---- zero-request opens -------------------------------------------------- */
+
+/*
+ * On a zero-request mount (rfs.noopen) the kernel sends no OPEN, FLUSH or
+ * RELEASE: every file is read through its page cache with no handle, and
+ * a virtual file cannot be one snapshot per open, served with direct I/O.
+ * Instead each reading thread (the request's pid) gets a snapshot, made
+ * by the GETATTR that the kernel sends before a read that reaches the
+ * cached size (attribute timeout 0, size 0 at LOOKUP), and kept for
+ * VSNAP_MS so that the read at the end of the file, which asks GETATTR
+ * again, finds the same size and ends; its mtime is the snapshot's, so
+ * a new snapshot drops the old pages (FUSE_CAP_AUTO_INVAL_DATA).
+ */
+#define VSNAPS	 32
+#define VSNAP_MS 1000
+
+struct vsnap {
+	fuse_ino_t ino; /* 0: free */
+	pid_t pid;
+	char *buf;
+	size_t len;
+	int64_t made_ns; /* also its mtime */
+	uint64_t used;	 /* LRU tick */
+};
+
+static struct {
+	pthread_mutex_t mu;
+	struct vsnap s[VSNAPS]; /* L: mu */
+	uint64_t tick;		/* L: mu */
+	int64_t last_ns;	/* L: mu; made_ns are strictly increasing */
+} vsnaps = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static bool is_vfile(fuse_ino_t ino, const struct rfs_ident *id)
+{
+	if (ino == RFS_INO_VSTATS || ino == RFS_INO_VMETRICS ||
+	    ino == RFS_INO_VCONFIG)
+		return true;
+	return ino >= RFS_INO_DYNAMIC && (id->kind == RFS_I_VREGION_STATS ||
+					  id->kind == RFS_I_VREGION_CONFIG);
+}
+
+static int vfile_kind(fuse_ino_t ino, const struct rfs_ident *id,
+		      enum rfs_vfile *kind);
+static int render_virtual(enum rfs_vfile kind, const char *region, char **buf,
+			  size_t *len);
+
+/*
+ * pid's snapshot of virtual file ino (a copy in *buf, *len; malloc()ed),
+ * made anew if fresh or if it has none younger than VSNAP_MS; *mtime_ns
+ * is its mtime.
+ */
+static int vsnap_get(fuse_ino_t ino, const struct rfs_ident *id, pid_t pid,
+		     bool fresh, char **buf, size_t *len, int64_t *mtime_ns)
+{
+	struct vsnap *s, *slot = NULL;
+	enum rfs_vfile kind;
+	char *nb = NULL;
+	size_t nlen = 0;
+	int64_t now = now_ns();
+	int rc;
+	size_t i;
+
+	pthread_mutex_lock(&vsnaps.mu);
+	for (i = 0; i < VSNAPS; i++) {
+		s = &vsnaps.s[i];
+		if (s->ino == ino && s->pid == pid) {
+			slot = s;
+			break;
+		}
+	}
+	if (slot && !fresh && now - slot->made_ns < VSNAP_MS * 1000000LL)
+		goto copy;
+	pthread_mutex_unlock(&vsnaps.mu);
+	rc = vfile_kind(ino, id, &kind);
+	if (!rc)
+		rc = render_virtual(kind, id->region, &nb, &nlen);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&vsnaps.mu);
+	slot = NULL;
+	for (i = 0; i < VSNAPS; i++) {
+		s = &vsnaps.s[i];
+		if (s->ino == ino && s->pid == pid) {
+			slot = s;
+			break;
+		}
+		if (!slot || s->used < slot->used)
+			slot = s; /* the least recently used, or a free one */
+	}
+	free(slot->buf);
+	slot->ino = ino;
+	slot->pid = pid;
+	slot->buf = nb;
+	slot->len = nlen;
+	if (now <= vsnaps.last_ns)
+		now = vsnaps.last_ns + 1;
+	vsnaps.last_ns = now;
+	slot->made_ns = now;
+copy:
+	slot->used = ++vsnaps.tick;
+	*len = slot->len;
+	*mtime_ns = slot->made_ns;
+	*buf = malloc(slot->len ? slot->len : 1);
+	if (*buf)
+		memcpy(*buf, slot->buf, slot->len);
+	pthread_mutex_unlock(&vsnaps.mu);
+	return *buf ? 0 : -ENOMEM;
+}
+
+/* GETATTR of a virtual file on a zero-request mount: pid's snapshot. */
+static int vfile_noopen_attr(fuse_ino_t ino, const struct rfs_ident *id,
+			     pid_t pid, struct stat *st)
+{
+	int64_t mtime;
+	size_t len;
+	char *buf;
+	int rc;
+
+	rc = vsnap_get(ino, id, pid, false, &buf, &len, &mtime);
+	if (rc)
+		return rc;
+	free(buf);
+	st->st_size = len;
+	st->st_blocks = (len + 511) / 512;
+	st->st_mtim.tv_sec = mtime / 1000000000;
+	st->st_mtim.tv_nsec = mtime % 1000000000;
+	st->st_ctim = st->st_mtim;
+	return 0;
+}
+
 static void rfs_ll_getattr(fuse_req_t req, fuse_ino_t ino,
 			   struct fuse_file_info *fi)
 {
+	struct rfs_ident id = {.kind = RFS_I_REGION};
 	struct stat st;
 	double timeout;
 	int rc;
 
 	(void)fi;
 	rc = do_getattr(ino, &st, &timeout);
+	if (!rc && atomic_load(&rfs.noopen) && S_ISREG(st.st_mode) &&
+	    (ino < RFS_INO_DYNAMIC || rfs_inode_ident(ino, &id) == 0) &&
+	    is_vfile(ino, &id)) {
+		rc = vfile_noopen_attr(ino, &id, fuse_req_ctx(req)->pid, &st);
+		timeout = 0;
+	}
 	if (rc)
 		reply_err(req, rc);
 	else
@@ -832,13 +1011,30 @@ static int vfile_kind(fuse_ino_t ino, const struct rfs_ident *id,
 	return 0;
 }
 
+/* Renders a virtual file into a malloc()ed buffer. */
+static int render_virtual(enum rfs_vfile kind, const char *region, char **buf,
+			  size_t *len)
+{
+	struct rfs_view_hold vh;
+	long idx = 0;
+	int rc;
+
+	rc = rfs_view_build(&vh);
+	if (rc)
+		return rc;
+	if (kind == RFS_V_REGION_STATS || kind == RFS_V_REGION_CONFIG)
+		idx = rfs_table_index(vh.t, region);
+	rc = idx < 0 ? -ENOENT
+		     : rfs_virtual_render(&vh.view, kind, idx, buf, len);
+	rfs_view_release(&vh);
+	return rc;
+}
+
 /* Renders a virtual file into a new handle: one snapshot per open. */
 static int open_virtual(enum rfs_vfile kind, const char *region, int flags,
 			struct rfs_handle **out)
 {
-	struct rfs_view_hold vh;
 	struct rfs_handle *h;
-	long idx = 0;
 	int rc;
 
 	*out = NULL;
@@ -847,22 +1043,13 @@ static int open_virtual(enum rfs_vfile kind, const char *region, int flags,
 	h = rfs_handle_new(RFS_H_VIRTUAL);
 	if (!h)
 		return -ENOMEM;
-	rc = rfs_view_build(&vh);
-	if (rc)
-		goto fail;
-	if (kind == RFS_V_REGION_STATS || kind == RFS_V_REGION_CONFIG)
-		idx = rfs_table_index(vh.t, region);
-	rc = idx < 0 ? -ENOENT
-		     : rfs_virtual_render(&vh.view, kind, idx, &h->u.virt.buf,
-					  &h->u.virt.len);
-	rfs_view_release(&vh);
-	if (rc)
-		goto fail;
+	rc = render_virtual(kind, region, &h->u.virt.buf, &h->u.virt.len);
+	if (rc) {
+		rfs_handle_free(h);
+		return rc;
+	}
 	*out = h;
 	return 0;
-fail:
-	rfs_handle_free(h);
-	return rc;
 }
 
 static bool read_only(int flags)
@@ -973,6 +1160,12 @@ static void rfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 	enum rfs_vfile kind;
 	int rc = 0;
 
+	if (atomic_load(&rfs.noopen)) {
+		/* zero-request opens: the kernel stops asking (see above);
+		 * not an error */
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	if (ino >= RFS_INO_DYNAMIC)
 		rc = rfs_inode_ident(ino, &id);
 	if (!rc && id.kind == RFS_I_KEY && atomic_load(&rfs.draining))
@@ -1113,13 +1306,70 @@ static void reply_slice(fuse_req_t req, const char *data, size_t len,
 	fuse_reply_buf(req, n ? data + off : NULL, n);
 }
 
+/*
+ * A READ without a handle (zero-request opens): a key's inode serves the
+ * value pinned on it (inode.c), a virtual file the reader's snapshot.
+ */
+static void read_noopen(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off)
+{
+	struct rfs_ident id = {.kind = RFS_I_REGION};
+	struct region_value *v = NULL, *serve;
+	struct rfs_region *rr;
+	int64_t mtime;
+	size_t len;
+	char *buf;
+	int rc = 0;
+
+	if (ino >= RFS_INO_DYNAMIC)
+		rc = rfs_inode_ident(ino, &id);
+	if (!rc && is_vfile(ino, &id)) {
+		rc = vsnap_get(ino, &id, fuse_req_ctx(req)->pid, false, &buf,
+			       &len, &mtime);
+		if (!rc)
+			reply_slice(req, buf, len, size, off, false);
+		else
+			reply_err(req, rc);
+		free(buf);
+		return;
+	}
+	if (!rc && (ino < RFS_INO_DYNAMIC || id.kind != RFS_I_KEY))
+		rc = -EISDIR;
+	if (!rc)
+		rc = rfs_inode_kernel_value(ino, NULL, &serve);
+	if (rc == -EAGAIN) { /* the inode's first READ */
+		rr = rfs_region_ref(id.region);
+		rc = rr ? rfs_fetch(rr, id.key, id.klen, &v) : -ENOENT;
+		if (rr)
+			rfs_region_unref(rr);
+		if (!rc)
+			rc = rfs_inode_kernel_value(ino, v, &serve);
+		region_value_unref(v);
+		if (rc == -EIO)
+			rfs_log(RFS_LOG_WARNING,
+				"read of %s/%.*s: its row changed size "
+				"before its first read; EIO until the "
+				"change feed drops the kernel's entry",
+				id.region, (int)id.klen, id.key);
+	}
+	if (rc) {
+		reply_err(req, rc); /* counted in errors */
+		return;
+	}
+	reply_slice(req, region_value_data(serve), region_value_len(serve),
+		    size, off, true);
+	region_value_unref(serve);
+}
+
 static void rfs_ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			struct fuse_file_info *fi)
 {
 	struct rfs_handle *h = (struct rfs_handle *)fi->fh;
 	struct rfs_wbuf *b;
 
-	(void)ino;
+	if (!h && atomic_load(&rfs.noopen)) {
+		read_noopen(req, ino, size, off);
+		return;
+	}
 	switch (h ? h->kind : RFS_H_DIR) {
 	case RFS_H_READ:
 		rfs_handle_ref(h);
@@ -1184,6 +1434,11 @@ static void rfs_ll_flush(fuse_req_t req, fuse_ino_t ino,
 	int rc = 0;
 
 	(void)ino;
+	if (!h && atomic_load(&rfs.noopen)) {
+		/* nothing to commit on a read-only mount: stop asking */
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	if (!h || h->kind != RFS_H_WRITE) {
 		reply_err(req, rc);
 		return;
@@ -1635,6 +1890,17 @@ static void rfs_ll_init(void *userdata, struct fuse_conn_info *conn)
 	 * an immutable inode (see the top).
 	 */
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/*
+	 * Zero-request opens on a read-only mount (see above): no writer
+	 * needs a handle. A new snapshot of a virtual file must drop the
+	 * old one's pages: auto_inval_data (mtime changes).
+	 */
+	if (rfs.ro && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) &&
+	    (conn->capable & FUSE_CAP_AUTO_INVAL_DATA) && !rfs.open_requests) {
+		conn->want |=
+			FUSE_CAP_NO_OPEN_SUPPORT | FUSE_CAP_AUTO_INVAL_DATA;
+		atomic_store(&rfs.noopen, true);
+	}
 	rfs_log(RFS_LOG_DEBUG, "FUSE protocol %u.%u, max_write %u",
 		conn->proto_major, conn->proto_minor, conn->max_write);
 }

@@ -67,6 +67,11 @@
 	  "unlinks", "regionfs_unlinks_total", "Keys removed.")                \
 	X(RFS_SRC_SLOT, RFS_C_RENAMES, renames, RFS_COUNTER, RFS_UNIT_COUNT,   \
 	  "renames", "regionfs_renames_total", "Keys renamed.")                \
+	X(RFS_SRC_SLOT, RFS_C_CREATE_NOTED, create_checks_skipped,             \
+	  RFS_COUNTER, RFS_UNIT_COUNT, "create_checks_skipped",                \
+	  "regionfs_create_checks_skipped_total",                              \
+	  "Creates that did not ask the store whether the key exists: the "    \
+	  "caller's LOOKUP had just found it missing.")                        \
 	X(RFS_SRC_SLOT, RFS_C_READDIRS, readdirs, RFS_COUNTER, RFS_UNIT_COUNT, \
 	  "readdirs", "regionfs_readdirs_total", "READDIR requests.")          \
 	X(RFS_SRC_SLOT, RFS_C_ERRORS, errors, RFS_COUNTER, RFS_UNIT_COUNT,     \

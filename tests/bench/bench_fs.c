@@ -1,7 +1,7 @@
 /*
  * bench_fs.c - small-file throughput of one directory, phase by phase.
  *
- *   bench_fs [-n VALUES] [-s SIZE] [-t THREADS] [-r READDIRS] DIR
+ *   bench_fs [-n VALUES] [-s SIZE] [-t THREADS] [-r READDIRS] [-p PHASES] DIR
  *
  * Runs every phase below once on DIR (a regionfs region directory, a tmpfs
  * directory, a passthrough_hp mount...) with THREADS threads and prints one
@@ -24,6 +24,10 @@
  *            (default 1) with opendir/readdir/closedir; the rate is
  *            entries per second (all threads together), the count checked
  *   unlink   unlink() of each key
+ *
+ * -p PHASES runs only the phases named (comma-separated, in the order
+ * above whatever the order given), e.g. "create" to fill a directory and
+ * "read,warm,stat,readdir" on it after a read-only remount.
  *
  * This is a program, not a test: it prints figures and fails only if an
  * operation fails or a value reads back wrong.
@@ -64,6 +68,7 @@ struct bench {
 	size_t size;		 /* bytes per value */
 	unsigned nthreads;	 /* threads of this run */
 	unsigned nreaddirs;	 /* listings per thread in P_READDIR */
+	unsigned phases;	 /* bit p: run phase p (-p) */
 	enum phase phase;	 /* phase being run; set before the barrier */
 	pthread_barrier_t ready; /* nthreads workers + main: all waiting */
 	pthread_barrier_t start; /* likewise: go (main took the start time) */
@@ -224,6 +229,8 @@ static void *worker_main(void *arg)
 	if (!buf || !want)
 		w->err = ENOMEM;
 	for (int p = 0; p < NPHASES; p++) {
+		if (!(b->phases & 1u << p))
+			continue;
 		pthread_barrier_wait(&b->ready);
 		pthread_barrier_wait(&b->start);
 		if (!w->err)
@@ -253,6 +260,8 @@ static void run_dir(struct bench *b, double rate[NPHASES])
 			tl_die("pthread_create failed");
 	}
 	for (int p = 0; p < NPHASES; p++) {
+		if (!(b->phases & 1u << p))
+			continue;
 		b->phase = (enum phase)p; /* published by the barriers */
 		pthread_barrier_wait(&b->ready);
 		t0 = tl_now_s(); /* every worker is waiting at start */
@@ -278,7 +287,7 @@ static void run_dir(struct bench *b, double rate[NPHASES])
 static void usage(void)
 {
 	fprintf(stderr, "usage: bench_fs [-n VALUES] [-s SIZE] [-t THREADS] "
-			"[-r READDIRS] DIR\n");
+			"[-r READDIRS] [-p PHASES] DIR\n");
 	exit(2);
 }
 
@@ -292,14 +301,37 @@ static unsigned long number(const char *s, unsigned long lo, unsigned long hi)
 	return v;
 }
 
+/* -p: a comma-separated list of phase names, as a mask. */
+static unsigned phase_mask(char *list)
+{
+	unsigned mask = 0;
+	char *save = NULL, *name;
+	int p;
+
+	for (name = strtok_r(list, ",", &save); name;
+	     name = strtok_r(NULL, ",", &save)) {
+		for (p = 0; p < NPHASES && strcmp(name, phase_names[p]); p++)
+			;
+		if (p == NPHASES)
+			tl_die("unknown phase %s", name);
+		mask |= 1u << p;
+	}
+	if (!mask)
+		tl_die("no phase in -p");
+	return mask;
+}
+
 int main(int argc, char **argv)
 {
-	struct bench b = {
-		.nvalues = 10000, .size = 1024, .nthreads = 1, .nreaddirs = 1};
+	struct bench b = {.nvalues = 10000,
+			  .size = 1024,
+			  .nthreads = 1,
+			  .nreaddirs = 1,
+			  .phases = (1u << NPHASES) - 1};
 	double rate[NPHASES];
 	int opt;
 
-	while ((opt = getopt(argc, argv, "n:s:t:r:h")) != -1) {
+	while ((opt = getopt(argc, argv, "n:s:t:r:p:h")) != -1) {
 		if (opt == 'n')
 			b.nvalues = (unsigned)number(optarg, 1, 10000000);
 		else if (opt == 's')
@@ -308,6 +340,8 @@ int main(int argc, char **argv)
 			b.nthreads = (unsigned)number(optarg, 1, MAX_THREADS);
 		else if (opt == 'r')
 			b.nreaddirs = (unsigned)number(optarg, 1, 1000000);
+		else if (opt == 'p')
+			b.phases = phase_mask(optarg);
 		else
 			usage();
 	}
@@ -319,6 +353,7 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	run_dir(&b, rate);
 	for (int p = 0; p < NPHASES; p++)
-		printf("rate %s %.1f\n", phase_names[p], rate[p]);
+		if (b.phases & 1u << p)
+			printf("rate %s %.1f\n", phase_names[p], rate[p]);
 	return 0;
 }

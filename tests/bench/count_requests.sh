@@ -15,7 +15,9 @@
 # create commits twice; cp's one open, write, close commits once).
 # (RELEASE is asynchronous: close() does not wait for it; FORGET and
 # BATCH_FORGET likewise. After a READ the kernel asks GETATTR once at the
-# next fstat(), which wants the atime it marked stale.) Needs /dev/fuse; mounts under a temporary
+# next fstat(), which wants the atime it marked stale.) The reads are
+# counted again on a read-only remount (-o ro: zero-request opens).
+# Needs /dev/fuse; mounts under a temporary
 # directory and unmounts on exit (tests/common/harness.sh).
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -115,6 +117,14 @@ count "read after rewrite" each read1
 count "second read after rewrite" each read1
 count "warm read again" each read1
 count "ls -l of the keys (per key)" lsl
+# a read-only remount: zero-request opens (fs/ops.c)
+rfs_umount
+rfs_mount -d -o ro ${COUNT_MOUNT_OPTS:-}
+count "first read on -o ro" each read1
+count "warm read on -o ro" each read1
+count "stat on -o ro" each stat1
+rfs_umount
+rfs_mount -d ${COUNT_MOUNT_OPTS:-}
 count "unlink" each rm
 rfs_umount
 rfs_done

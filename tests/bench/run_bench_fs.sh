@@ -45,8 +45,16 @@
 # (readdir: entries/s), then one line per phase, case and thread count:
 #   ratio_<phase>_<case>_t<N> RATIO size=<SIZE>
 # where RATIO is regionfs's median ÷ the case's median (>1: regionfs is
-# faster). Absolute figures are noise on a shared machine; the ratios of
-# one run are what to compare.
+# faster), and for the read-only case
+#   ratio_ro_<phase>_<case>_t<N> RATIO size=<SIZE>
+# where RATIO is regionfs-ro's median ÷ the case's. Absolute figures are
+# noise on a shared machine; the ratios of one run are what to compare.
+#
+# The case regionfs-ro is a read-only mount (-o ro) of a database that a
+# read-write mount filled (bench_fs -p create, not timed): only the phases
+# read, warm, stat and readdir, with zero-request opens (fs/ops.c: the
+# kernel sends no OPEN, FLUSH or RELEASE; a warm read is served by the
+# kernel alone).
 #
 # Not here yet (issue 9's benchmark asks for them too): durable and
 # default writes against raw SQLite single-row commits (FULL, NORMAL) in
@@ -81,7 +89,7 @@ BENCH_FS=${BENCH_FS:-$build/tests/bench/bench_fs}
 
 [ -x "$BENCH_FS" ] || rfs_fail "$BENCH_FS is not built"
 [ "$(id -u)" -eq 0 ] || rfs_skip "needs root (tmpfs mounts)"
-cases="tmpfs regionfs"
+cases="tmpfs regionfs regionfs-ro"
 if [ -n "${PASSTHROUGH_HP:-}" ]; then
 	[ -x "$PASSTHROUGH_HP" ] || rfs_fail "PASSTHROUGH_HP=$PASSTHROUGH_HP is not executable"
 	cases="$cases passthrough_hp"
@@ -110,14 +118,15 @@ umount_tmpfs()
 	umount "$1" || rfs_fail "umount $1"
 }
 
-# bench DIR SIZE THREADS CASE REP: one bench_fs run, appended to $results.
+# bench DIR SIZE THREADS CASE REP: one bench_fs run, appended to $results
+# ($phases, when set: only those phases, bench_fs -p).
 bench()
 {
 	local out
 
 	out=$RFS_TMP/run.out
 	rfs_run "$BENCH_FS" -n "$nvalues" -s "$2" -t "$3" -r "$readdirs" \
-		"$1" >"$out" 2>&1 ||
+		${phases:+-p "$phases"} "$1" >"$out" 2>&1 ||
 		{ cat "$out" >&2; rfs_fail "bench_fs failed on $4 (size $2, $3 threads)"; }
 	awk -v s="$2" -v t="$3" -v c="$4" -v r="$5" \
 		'$1 == "rate" { print s, t, c, r, $2, $3 }' "$out" >>"$results"
@@ -155,6 +164,30 @@ run_regionfs()
 	INI
 	rfs_mount
 	bench "$RFS_MNT/bench" "$1" "$2" "${3:-regionfs}" "$rep"
+	rfs_umount
+}
+
+# The read phases on a read-only mount (-o ro: zero-request opens,
+# fs/ops.c), of keys a read-write mount of the same database created.
+run_regionfs-ro()
+{
+	local mib=$(((nvalues * $1 * 2 >> 20) + 64)) phases
+
+	rm -f "$RFS_DB" "$RFS_DB-wal" "$RFS_DB-shm"
+	cat >"$RFS_INI" <<-INI
+		[bench]
+		max_entries = $((nvalues * 2 + 1000))
+		max_bytes = ${mib}M
+	INI
+	rfs_mount
+	phases=create
+	rfs_run "$BENCH_FS" -n "$nvalues" -s "$1" -t "$2" -p create \
+		"$RFS_MNT/bench" >"$RFS_TMP/run.out" 2>&1 ||
+		{ cat "$RFS_TMP/run.out" >&2; rfs_fail "bench_fs could not fill regionfs-ro"; }
+	rfs_umount
+	rfs_mount -o ro
+	phases=read,warm,stat,readdir
+	bench "$RFS_MNT/bench" "$1" "$2" regionfs-ro "$rep"
 	rfs_umount
 }
 
@@ -236,8 +269,19 @@ END {
 				continue
 			for (p = 1; p <= np; p++)
 				for (t = 1; t <= nt; t++)
-					printf "ratio_%s_%s_t%d %.3f size=%d\n", P[p], C[c], T[t],
-					       m[S[s], T[t], "regionfs", P[p]] / m[S[s], T[t], C[c], P[p]], S[s]
+					if (m[S[s], T[t], C[c], P[p]] > 0)
+						printf "ratio_%s_%s_t%d %.3f size=%d\n", P[p], C[c], T[t],
+						       m[S[s], T[t], "regionfs", P[p]] / m[S[s], T[t], C[c], P[p]], S[s]
+		}
+		printf "\n== regionfs-ro (read-only mount, zero-request opens) / case, values of %d bytes\n", S[s]
+		for (c = 1; c <= nc; c++) {
+			if (C[c] == "regionfs-ro")
+				continue
+			for (p = 1; p <= np; p++)
+				for (t = 1; t <= nt; t++)
+					if (m[S[s], T[t], "regionfs-ro", P[p]] > 0 && m[S[s], T[t], C[c], P[p]] > 0)
+						printf "ratio_ro_%s_%s_t%d %.3f size=%d\n", P[p], C[c], T[t],
+						       m[S[s], T[t], "regionfs-ro", P[p]] / m[S[s], T[t], C[c], P[p]], S[s]
 		}
 	}
 }' "$results"

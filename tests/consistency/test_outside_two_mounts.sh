@@ -5,6 +5,10 @@
 # stated delay (CONS_FEED_BOUND_MS), 50 writes in each direction, each to
 # a key the other mount had cached (twomounts.c explains the rounds).
 # Then both mounts unmount cleanly and a third mount sees the last values.
+# Last, the same A->B rounds with B mounted read-only (-o ro: zero-request
+# opens, the kernel serves B's reads from its page cache with no OPEN):
+# every read through B is exactly the old or the new value, the new one
+# within the bound.
 
 # rfs_helper and rfs_stat set the variables they are given (printf -v):
 # shellcheck disable=SC2154
@@ -50,4 +54,14 @@ for k in t00 t01 t02 t03; do
 done
 rfs_ok "after both unmount, a new mount reads the last values"
 rfs_umount c
+
+rfs_mount_as a
+rfs_mount_as b -o ro
+rfs_run "$twomounts" -a "$A/ow" -b "$B/ow" -n 50 -k 4 -t 2000 -B "$bound_ms" -1 ||
+	rfs_fail "twomounts to a read-only mount"
+rfs_stat e "$B/.regionfs/stats" errors
+[ "$e" = 0 ] || rfs_fail "the read-only mount answered $e requests with an error"
+rfs_umount a
+rfs_umount b
+rfs_ok "50 writes through one mount show through a read-only mount within $bound_ms ms"
 rfs_done

@@ -3,7 +3,7 @@
  * one shows through the other within the stated delay.
  *
  * usage: twomounts -a DIR_A -b DIR_B [-n writes] [-k keys]
- *                  [-t deadline_ms] [-B bound_ms]
+ *                  [-t deadline_ms] [-B bound_ms] [-1]
  *
  * DIR_A and DIR_B are the same region on two mounts (two daemons, one
  * SOURCE). For each of -n rounds in each direction (A->B, then B->A):
@@ -19,6 +19,7 @@
  *      stale size or an error fails. The delay is taken from close()'s
  *      return to the end of the first read showing the new value;
  *   5. read once more through the other mount: never back to the old one.
+ * -1: A->B only (B may be a read-only mount, -o ro).
  * Prints the delays (max, mean, p50, p95) per direction. Exits 1 if a read
  * showed anything but the old or the new value, went back, a change did
  * not show within the deadline (-t, default 2000 ms), or the largest
@@ -46,6 +47,7 @@ struct opts {
 	unsigned nkeys;	      /* -k */
 	uint64_t deadline_ms; /* -t */
 	uint64_t bound_ms;    /* -B: 0 = report only */
+	bool one_way;	      /* -1: A->B only */
 };
 
 struct round {
@@ -194,7 +196,7 @@ static void parse_args(int argc, char **argv)
 {
 	int c;
 
-	while ((c = getopt(argc, argv, "a:b:n:k:t:B:")) != -1) {
+	while ((c = getopt(argc, argv, "a:b:n:k:t:B:1")) != -1) {
 		if (c == 'a')
 			opt.dir[0] = optarg;
 		else if (c == 'b')
@@ -207,6 +209,8 @@ static void parse_args(int argc, char **argv)
 			opt.deadline_ms = strtoull(optarg, NULL, 10);
 		else if (c == 'B')
 			opt.bound_ms = strtoull(optarg, NULL, 10);
+		else if (c == '1')
+			opt.one_way = true;
 		else
 			goto bad;
 	}
@@ -215,7 +219,7 @@ static void parse_args(int argc, char **argv)
 		return;
 bad:
 	fprintf(stderr, "usage: twomounts -a DIR_A -b DIR_B [-n writes] "
-			"[-k keys] [-t deadline_ms] [-B bound_ms]\n");
+			"[-k keys] [-t deadline_ms] [-B bound_ms] [-1]\n");
 	exit(2);
 }
 
@@ -229,7 +233,7 @@ int main(int argc, char **argv)
 	parse_args(argc, argv);
 	if (setup_keys())
 		return 2;
-	for (w = 0; w < 2; w++) {
+	for (w = 0; w < (opt.one_way ? 1u : 2u); w++) {
 		for (i = 0; i < opt.nwrites; i++) {
 			d = one_round(w, i, &r);
 			if (d < 0)

@@ -1,6 +1,6 @@
 /*
- * test_commit.c - unit tests of fs/commit.c's name locks (no mount, no
- * store).
+ * test_commit.c - unit tests of fs/commit.c's name locks and negative
+ * notes (no mount, no store).
  *
  * The window commit.c closes: a write handle's commit resolves the name
  * its inode has, and an unlink or a rename of that name may land between
@@ -183,6 +183,85 @@ static void test_lock_ino_of_an_unknown_inode(void **state)
 	assert_int_equal(l.n, 0); /* nothing to unlock */
 }
 
+/* ---- negative notes ------------------------------------------------------ */
+
+/* A LOOKUP's miss noted for thread pid, as ops.c's lookup_key() does. */
+static void note_miss(pid_t pid, const char *key)
+{
+	struct rfs_absent a;
+	struct rfs_names l;
+
+	rfs_names_lock(&l, R, key, strlen(key), false);
+	rfs_names_absent_begin(R, key, strlen(key), &a);
+	rfs_names_absent_note(pid, R, key, strlen(key), &a);
+	rfs_names_unlock(&l);
+}
+
+/* The CREATE's check under the exclusive lock, as commit.c does. */
+static bool take(pid_t pid, const char *key)
+{
+	struct rfs_names l;
+	bool ok;
+
+	rfs_names_lock(&l, R, key, strlen(key), true);
+	ok = rfs_names_absent_take(pid, R, key, strlen(key));
+	rfs_names_unlock(&l);
+	return ok;
+}
+
+static void section(const char *key, bool excl)
+{
+	struct rfs_names l;
+
+	rfs_names_lock(&l, R, key, strlen(key), excl);
+	rfs_names_unlock(&l);
+}
+
+/* A CREATE right after its LOOKUP skips the check, once. */
+static void test_note_serves_the_next_create_once(void **state)
+{
+	(void)state;
+	note_miss(100, "n");
+	assert_true(take(100, "n"));
+	assert_false(take(100, "n")); /* consumed */
+	note_miss(100, "n");
+	section("n", false); /* a reader or a commit of data: no change */
+	assert_true(take(100, "n"));
+}
+
+/* Only the same thread and the same name. */
+static void test_note_is_the_threads_and_the_names(void **state)
+{
+	(void)state;
+	note_miss(100, "n");
+	assert_false(take(101, "n"));
+	note_miss(100, "n");
+	assert_false(take(100, "m"));
+	note_miss(100, "n");
+	assert_false(take(100, "n2"));
+	note_miss(0, "n"); /* a caller in another pid namespace */
+	assert_false(take(0, "n"));
+}
+
+/*
+ * Any change of existence in between through this mount (an exclusive
+ * section of the name: another thread's create, an unlink, a rename) or
+ * from outside (the feed) makes the CREATE ask the store.
+ */
+static void test_note_dies_with_any_change(void **state)
+{
+	(void)state;
+	note_miss(100, "n");
+	section("n", true); /* another thread's create of n */
+	assert_false(take(100, "n"));
+	note_miss(100, "n");
+	rfs_names_changed(R, "n", 1);
+	assert_false(take(100, "n"));
+	note_miss(100, "n");
+	rfs_names_changed(NULL, NULL, 0);
+	assert_false(take(100, "n"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -192,6 +271,9 @@ int main(void)
 		T(test_lock_ino_sees_an_unlink_in_the_window),
 		T(test_commit_after_unlink_in_the_window_stores_nothing),
 		T(test_lock_ino_of_an_unknown_inode),
+		T(test_note_serves_the_next_create_once),
+		T(test_note_is_the_threads_and_the_names),
+		T(test_note_dies_with_any_change),
 #undef T
 	};
 

@@ -1715,6 +1715,79 @@ static void test_threads_mixing_lookup_open_write_forget(void **state)
 	}
 }
 
+/* ---- zero-request opens: READ by inode --------------------------------- */
+
+static uint64_t pinned_bytes(void)
+{
+	uint64_t bytes, values;
+
+	rfs_pin_counters(&bytes, &values);
+	return bytes;
+}
+
+/*
+ * The first READ of a kernel inode pins the cache's value of its row; every
+ * later READ gets that value whatever the cache holds; the pin is counted
+ * in memory_pinned_bytes and goes with the last FORGET, not before.
+ */
+static void test_kernel_read_pins_the_first_value_until_forget(void **state)
+{
+	struct store_meta m = mkrow(1, 5, 1000);
+	struct region_value *v = val(&m), *reload = val(&m), *out;
+	uint64_t b0 = pinned_bytes();
+	fuse_ino_t ino;
+
+	(void)state;
+	ino = look("k", &m);
+	assert_int_equal(look("k", &m), ino); /* nlookup 2 */
+	assert_int_equal(rfs_inode_kernel_value(ino, NULL, &out), -EAGAIN);
+	assert_int_equal(rfs_inode_kernel_value(ino, v, &out), 0);
+	assert_ptr_equal(out, v);
+	region_value_unref(out);
+	assert_int_equal(pinned_bytes() - b0, 5);
+	/* a reload of the row (another serial): the pinned value still */
+	assert_int_equal(rfs_inode_kernel_value(ino, reload, &out), 0);
+	assert_ptr_equal(out, v);
+	region_value_unref(out);
+	rfs_inode_changed(R, "k", 1); /* the row changed: the pin stays */
+	assert_int_equal(rfs_inode_kernel_value(ino, NULL, &out), 0);
+	assert_ptr_equal(out, v);
+	region_value_unref(out);
+	rfs_inode_forget(ino, 1);
+	assert_int_equal(rfs_inode_kernel_value(ino, NULL, &out), 0);
+	region_value_unref(out);
+	assert_int_equal(pinned_bytes() - b0, 5);
+	rfs_inode_forget(ino, 1);
+	assert_false(exists(ino));
+	assert_int_equal(pinned_bytes(), b0);
+}
+
+/*
+ * A row that changed before the inode's first READ: a value of another
+ * row is served (and pinned) only if it fits the kernel's size, the old
+ * row's; a longer one is EIO.
+ */
+static void test_kernel_read_after_a_change_fits_the_size_or_fails(void **s)
+{
+	struct store_meta m = mkrow(1, 5, 1000), longer = mkrow(2, 7, 2000),
+			  shorter = mkrow(3, 3, 3000);
+	struct region_value *vl = val(&longer), *vs = val(&shorter), *out;
+	fuse_ino_t ino;
+
+	(void)s;
+	ino = look("k", &m);
+	rfs_inode_changed(R, "k", 1);
+	assert_int_equal(rfs_inode_kernel_value(ino, vl, &out), -EIO);
+	assert_int_equal(rfs_inode_kernel_value(ino, vs, &out), 0);
+	assert_ptr_equal(out, vs);
+	region_value_unref(out);
+	assert_int_equal(rfs_inode_kernel_value(ino, vl, &out), 0);
+	assert_ptr_equal(out, vs); /* pinned */
+	region_value_unref(out);
+	rfs_inode_forget(ino, 1);
+	assert_false(exists(ino));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1757,6 +1830,8 @@ int main(void)
 		T(test_lookup_between_release_and_free_revives),
 		T(test_lookups_racing_to_create_make_one_inode),
 		T(test_threads_mixing_lookup_open_write_forget),
+		T(test_kernel_read_pins_the_first_value_until_forget),
+		T(test_kernel_read_after_a_change_fits_the_size_or_fails),
 #undef T
 	};
 
