@@ -271,6 +271,39 @@ static void test_popular_candidate_is_admitted(void **state)
 	region_unref(r);
 }
 
+/*
+ * Main's victim is the least popular of probation's oldest entries, not
+ * just the oldest: a popular entry at probation's end does not shield the
+ * unpopular one behind it.
+ */
+static void test_popular_oldest_does_not_shield_the_next(void **state)
+{
+	struct region *r = make(REGION_STRATEGY_TINYLFU, 1, 100, 0);
+	struct region_sketch *k = &r->stripes[0].tlfu.sketch;
+	int i;
+
+	(void)state;
+	/*
+	 * 100 keys read once: the sketch is sized when the region is half
+	 * full, so a0..a49 are counted 0 times and a50..a99 once; probation
+	 * holds a0 (oldest) .. a89, the window a90..a99.
+	 */
+	for (i = 0; i < 100; i++)
+		getf(r, "a", i);
+	assert_true(hasf(r, "a", 0) && hasf(r, "a", 1));
+	/* a0 becomes popular where it is (a hit would promote it) */
+	for (i = 0; i < 5; i++)
+		region__sketch_increment(k, region__hash("a0", 2));
+	assert_true(region__sketch_frequency(k, region__hash("a0", 2)) >= 5);
+	/* a newcomer pushes the window's oldest (a90, seen once) out */
+	getf(r, "b", 0);
+	assert_true(hasf(r, "a", 90)); /* admitted: it beats a1 */
+	assert_true(hasf(r, "a", 0));  /* the popular oldest stays */
+	assert_false(hasf(r, "a", 1)); /* the unpopular one behind it left */
+	assert_int_equal(stats_of(r).entries, 100);
+	region_unref(r);
+}
+
 /* ---- scan resistance ------------------------------------------------------ */
 
 /*
@@ -589,6 +622,7 @@ int main(void)
 		cmocka_unit_test(test_sketch_resize_starts_fresh),
 		cmocka_unit_test(test_unpopular_candidate_is_rejected),
 		cmocka_unit_test(test_popular_candidate_is_admitted),
+		cmocka_unit_test(test_popular_oldest_does_not_shield_the_next),
 		cmocka_unit_test(test_scan_does_not_flush_the_hot_set),
 		cmocka_unit_test(
 			test_long_scan_with_hot_reads_keeps_the_hot_set),
