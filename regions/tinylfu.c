@@ -74,13 +74,15 @@
  * and 1% and to S3-FIFO at 10% (bench_hitratio, 1 stripe: 0.5252 0.2560
  * 0.1770 0.1167 0.0523 at 0.1/1/3/10/30%). The ghost rule compares what
  * two alternatives would have done on the same requests, so phase changes
- * do not fool it. The ghosts are two-generation Bloom filters (8 bits per
+ * do not fool it. The ghosts are two-generation Bloom filters (6 bits per
  * remembered key and generation, at least 1,024 bits), not lists of keys.
  * Their false positives matter: an unseen key that passes the window
  * ghost (and the sketch's "seen before" test, often true in a small
- * sketch) grows the window, and a growing window lets main's oldest go
- * unjudged; at 6 bits a 9x-quota scan evicted up to 6 of test_tinylfu's
- * 50 hot keys, hence 8 bits and the 1,024-bit floor for small stripes.
+ * sketch) grows the window, and a growing window lets main's victims go
+ * unjudged; without the floor a 9x-quota scan evicted up to 6 of
+ * test_tinylfu's 50 hot keys (at 6 and at 8 bits per key), with it none
+ * in 21 seeds. 8 bits instead of 6 moved no bench_hitratio cell beyond
+ * the seed spread and cost 0.5 byte per entry more (bench_memory).
  *
  * Shares. The window starts at 10 % of the quota (web12 30 %: 0.1974
  * against 0.1991 from 1 %; a short trace ends before a 1 % window has
@@ -123,10 +125,12 @@
  *
  * Memory: per entry one byte (entry.queue, shared with S3-FIFO) plus the
  * sketch, sized from the entries actually held (up to the entry quota):
- * 4..8 bytes per entry, plus the two ghost filters, 2 bytes per entry of
- * quota (8 bits x capacity/2 keys x 2 generations x 2 ghosts, sized
- * exactly: probes are mapped by a multiply, not a power-of-two mask; they
- * were 1 byte per entry with capacity/4 keys). No per-key ghost nodes.
+ * 4..8 bytes per entry, plus the two ghost filters, 1.5 bytes per entry
+ * of quota (6 bits x capacity/2 keys x 2 generations x 2 ghosts, sized
+ * exactly: probes are mapped by a multiply, not a power-of-two mask).
+ * bench_memory tinylfu, 1M entries: 106.2 bytes per entry beyond key and
+ * value, 105.7 with the earlier ghosts of capacity/4 keys at 8 bits. No
+ * per-key ghost nodes.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -139,7 +143,7 @@
 #define TLFU_MOVES	   8	/* rebalancing moves per call */
 #define TLFU_VICTIMS	   16	/* probation entries a candidate may face */
 #define TLFU_MIN_SKETCH	   64	/* entries a sketch is sized for at least */
-#define GHOST_BITS_PER_KEY 8	/* ghost filter: ~2.4% false positives */
+#define GHOST_BITS_PER_KEY 6	/* ghost filter: ~5% false positives */
 #define GHOST_PROBES	   4	/* per generation */
 #define GHOST_MIN_WORDS	   16	/* per generation: small ghosts err less */
 

@@ -42,7 +42,7 @@ void region__sketch_reset(struct region_sketch *k);
  * one way (tinylfu.c). It has its own clock (ticks chosen by the policy):
  * it remembers what was added during the last gen_cap..2 x gen_cap ticks;
  * the older generation is cleared and reused when the newer one has seen
- * gen_cap ticks. 8 bits per remembered key and generation (at least
+ * gen_cap ticks. 6 bits per remembered key and generation (at least
  * 1,024 bits), 4 probes.
  */
 struct region_ghostbf {
