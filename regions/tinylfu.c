@@ -145,7 +145,8 @@
 #define TLFU_MIN_SKETCH	   64	/* entries a sketch is sized for at least */
 #define GHOST_BITS_PER_KEY 6	/* ghost filter: ~5% false positives */
 #define GHOST_PROBES	   4	/* per generation */
-#define GHOST_MIN_WORDS	   16	/* per generation: small ghosts err less */
+#define GHOST_MAX_WORDS	   ((uint64_t)1 << 26) /* 2^32 bits */
+#define GHOST_MIN_WORDS	   16 /* per generation: small ghosts err less */
 
 #define entry_of(n) region__container_of(n, struct entry, qnode)
 
@@ -299,7 +300,8 @@ static int ghostbf_size(struct region_ghostbf *g, uint64_t capacity)
 
 	if (words < GHOST_MIN_WORDS)
 		words = GHOST_MIN_WORDS;
-
+	if (words > GHOST_MAX_WORDS)
+		words = GHOST_MAX_WORDS; /* probes address < 2^32 bits */
 	w = calloc(2 * words, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
@@ -321,11 +323,10 @@ static void ghostbf_bits(const struct region_ghostbf *g, uint64_t hash,
 	uint64_t nbits = g->gen_words * 64;
 	unsigned i;
 
-	/* double hashing, each probe mapped onto [0, nbits) by a multiply */
+	/* double hashing; a probe's top 32 bits are mapped onto [0, nbits)
+	 * by a multiply (nbits <= 2^32, see GHOST_MAX_WORDS) */
 	for (i = 0; i < GHOST_PROBES; i++)
-		pos[i] =
-			(uint64_t)(((unsigned __int128)(h1 + i * h2) * nbits) >>
-				   64);
+		pos[i] = (((h1 + i * h2) >> 32) * nbits) >> 32;
 }
 
 /*
