@@ -39,15 +39,17 @@ void region__sketch_reset(struct region_sketch *k);
 
 /*
  * A "ghost": a two-generation Bloom filter of key hashes recently evicted
- * one way (tinylfu.c). Remembers between gen_cap and 2 x gen_cap of the
- * latest additions; the older generation is cleared and reused when the
- * newer one is full. 8 bits per remembered key and generation, 4 probes.
+ * one way (tinylfu.c). It has its own clock (ticks chosen by the policy):
+ * it remembers what was added during the last gen_cap..2 x gen_cap ticks;
+ * the older generation is cleared and reused when the newer one has seen
+ * gen_cap ticks. 6 bits per remembered key and generation (at least
+ * 1,024 bits), 4 probes.
  */
 struct region_ghostbf {
 	uint64_t *words;    /* 2 generations of gen_words each, or NULL */
-	uint64_t gen_words; /* power of two */
-	uint64_t gen_cap;   /* additions per generation */
-	uint64_t n[2];	    /* additions per generation */
+	uint64_t gen_words; /* words per generation */
+	uint64_t gen_cap;   /* ticks per generation */
+	uint64_t n[2];	    /* ticks per generation */
 	unsigned cur;	    /* the generation being filled */
 };
 

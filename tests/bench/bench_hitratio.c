@@ -24,7 +24,9 @@
  *   miss_<trace>_<pct>pct      the default policy, default stripes
  *   lru_<trace>_<pct>pct       exact LRU
  *   <policy>_s<N>_<trace>_<pct>pct   every policy and stripe count run
- * and, for tinylfu, the adapted window share at the end of each replay.
+ * and, for tinylfu, the adapted window share at the end of each replay
+ * and the sketch resets; any hits the policy did not record (stats
+ * hits_unrecorded; none expected in this one-thread replay) are reported.
  * Asserts nothing.
  */
 #include <errno.h>
@@ -276,7 +278,8 @@ static double exact_lru(const struct trace *t, size_t cap)
 /* Replays t on a fresh region; returns the miss ratio, or -1. */
 static double replay(const struct trace *t, const struct run *ru,
 		     uint64_t entries, unsigned width, unsigned *eff_stripes,
-		     double *wshare, double *mops)
+		     double *wshare, uint64_t *resets, uint64_t *unrec,
+		     double *mops)
 {
 	struct region_limits lim = {
 		.max_entries = entries,
@@ -329,6 +332,8 @@ static double replay(const struct trace *t, const struct run *ru,
 	region_stats(r, &st);
 	*eff_stripes = st.nstripes;
 	*wshare = st.window_share;
+	*resets = st.sketch_resets;
+	*unrec = st.hits_unrecorded;
 	region_unref(r);
 	region_value_unref(trivial);
 	return (double)misses / (double)t->n;
@@ -368,6 +373,7 @@ static void bench(struct trace *t, const struct run *runs, size_t nruns,
 {
 	double mr[MAX_RUNS][MAX_SIZES], lru[MAX_SIZES];
 	double wsh[MAX_RUNS][MAX_SIZES];
+	uint64_t rst[MAX_RUNS][MAX_SIZES], unr[MAX_RUNS][MAX_SIZES];
 	unsigned eff[MAX_RUNS][MAX_SIZES];
 	size_t i, p;
 	char tag[32];
@@ -407,7 +413,8 @@ static void bench(struct trace *t, const struct run *runs, size_t nruns,
 			double mops;
 
 			mr[i][p] = replay(t, &runs[i], cap ? cap : 1, width,
-					  &eff[i][p], &wsh[i][p], &mops);
+					  &eff[i][p], &wsh[i][p], &rst[i][p],
+					  &unr[i][p], &mops);
 			printf(" %8.4f(%3u)", mr[i][p], eff[i][p]);
 			fflush(stdout);
 		}
@@ -445,7 +452,22 @@ static void bench(struct trace *t, const struct run *runs, size_t nruns,
 		       runs[i].nstripes);
 		for (p = 0; p < npcts; p++)
 			printf(" %6.3f", wsh[i][p]);
+		printf("\n  sketch resets, tinylfu %2u stripes         ",
+		       runs[i].nstripes);
+		for (p = 0; p < npcts; p++)
+			printf(" %6" PRIu64, rst[i][p]);
 		printf("\n");
+	}
+	for (i = 0; i < nruns; i++) {
+		uint64_t lost = 0;
+
+		for (p = 0; p < npcts; p++)
+			lost += unr[i][p];
+		if (lost)
+			printf("  %s, %u stripes: %" PRIu64
+			       " hits not recorded by the policy\n",
+			       config_strategy_name(runs[i].strategy),
+			       runs[i].nstripes, lost);
 	}
 	for (p = 0; p < npcts; p++) {
 		pct_tag(pcts[p], tag, sizeof(tag));
