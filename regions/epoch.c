@@ -48,6 +48,10 @@
 
 #include "region_int.h"
 
+#if REGION_SPARE_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 #if defined(__SANITIZE_THREAD__)
 #define EPOCH_TSAN 1
 #elif defined(__has_feature)
@@ -77,7 +81,11 @@ __thread struct region__vref_slot region__vcache[REGION_VREF_SLOTS]
 __thread unsigned region__vcache_tick
 	__attribute__((tls_model("initial-exec")));
 
+__thread struct region__spares region__spares
+	__attribute__((tls_model("initial-exec")));
+
 static void vcache_flush(void);
+static void spares_free(bool own_slot);
 
 static void thread_exit(void *arg)
 {
@@ -89,7 +97,10 @@ static void thread_exit(void *arg)
 		atomic_store_explicit(&rec->in_use, false,
 				      memory_order_release);
 	}
-	region__my_rec = NULL;
+	region__my_rec = NULL; /* no more spares from here on */
+	/* the thread's counter slot may be another thread's by now (the
+	 * destructors run in any order): account on the shared slot */
+	spares_free(false);
 }
 
 static void key_init(void)
@@ -219,4 +230,50 @@ struct region_value *region__value_ref_hit_slow(struct region_value *v)
 	sl->v = v;
 	sl->used = 1;
 	return v;
+}
+
+/* ---- spare blocks ------------------------------------------------------- */
+
+void region__spare_poison(void *p, size_t len, bool poison)
+{
+#if REGION_SPARE_ASAN
+	if (poison)
+		ASAN_POISON_MEMORY_REGION(p, len);
+	else
+		ASAN_UNPOISON_MEMORY_REGION(p, len);
+#else
+	(void)p;
+	(void)len;
+	(void)poison;
+#endif
+}
+
+static void spares_free(bool own_slot)
+{
+	size_t c, b, bytes = region__spares.bytes;
+	void *p, *next;
+
+	if (!bytes)
+		return;
+	for (c = 0; c < REGION_SPARE_CLASSES; c++) {
+		b = c * REGION_SPARE_QUANTUM;
+		for (p = region__spares.head[c]; p; p = next) {
+			region__spare_poison(p, b, false);
+			memcpy(&next, p, sizeof(next));
+			free(p);
+		}
+		region__spares.head[c] = NULL;
+	}
+	region__spares.bytes = 0;
+	if (own_slot)
+		region__values_account(-(int64_t)bytes);
+	else
+		atomic_fetch_sub_explicit(
+			&region__live_value_bytes[REGION_SHARED_SLOT].b,
+			(int64_t)bytes, memory_order_relaxed);
+}
+
+void region__spares_flush(void)
+{
+	spares_free(true);
 }

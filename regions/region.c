@@ -134,7 +134,7 @@ struct region_value *region_value_create(const void *data, size_t len)
 
 	if (len > REGION_VALUE_MAX_LEN)
 		return NULL;
-	v = malloc(REGION_VALUE_HDR + len);
+	v = region__block_alloc(REGION_VALUE_HDR + len);
 	if (!v)
 		return NULL;
 	value_init(v, VALUE_INLINE, len);
@@ -148,14 +148,16 @@ struct region_value *region_value_adopt(void *buf, size_t len)
 {
 	struct region_value *v = NULL;
 
+	if (!buf)
+		return region_value_create(NULL, 0);
 	if (len <= REGION_VALUE_MAX_LEN)
-		v = malloc(REGION_VALUE_HDR + REGION_VALUE_PTR_OFF +
-			   sizeof(void *));
+		v = region__block_alloc(REGION_VALUE_HDR +
+					REGION_VALUE_PTR_OFF + sizeof(void *));
 	if (!v) {
 		free(buf);
 		return NULL;
 	}
-	value_init(v, buf ? VALUE_ADOPTED : VALUE_INLINE, buf ? len : 0);
+	value_init(v, VALUE_ADOPTED, len);
 	memcpy(v->inline_data + REGION_VALUE_PTR_OFF, &buf, sizeof(buf));
 	region__values_account((int64_t)(REGION_VALUE_HDR + region__vlen(v)));
 	return v;
@@ -216,7 +218,10 @@ void region__value_free(struct region_value *v)
 	case VALUE_EMBEDDED:
 		region__values_account(
 			-(int64_t)(REGION_VALUE_HDR + region__vlen(v)));
-		free((char *)v - v->back); /* the entry's block */
+		/* the entry's block */
+		region__block_free((char *)v - v->back,
+				   v->back + REGION_VALUE_HDR +
+					   region__vlen(v));
 		return;
 	case VALUE_INDIRECT:
 		memcpy(&target,
@@ -224,15 +229,21 @@ void region__value_free(struct region_value *v)
 		       sizeof(target));
 		region__values_account(
 			-(int64_t)(REGION_VALUE_HDR + REGION_VALUE_PTRS));
-		free((char *)v - v->back); /* the entry's block */
+		region__block_free((char *)v - v->back,
+				   v->back + REGION_VALUE_HDR +
+					   REGION_VALUE_PTRS);
 		region_value_unref(target);
 		return;
 	case VALUE_ADOPTED:
 		free((void *)region_value_data(v));
-		break;
+		region__values_account(
+			-(int64_t)(REGION_VALUE_HDR + region__vlen(v)));
+		region__block_free(v, REGION_VALUE_HDR + REGION_VALUE_PTR_OFF +
+					      sizeof(void *));
+		return;
 	}
 	region__values_account(-(int64_t)(REGION_VALUE_HDR + region__vlen(v)));
-	free(v);
+	region__block_free(v, REGION_VALUE_HDR + region__vlen(v));
 }
 
 void region_value_unref(struct region_value *v)
@@ -372,6 +383,8 @@ static void region_destroy(struct region *r)
 		region__stripe_release(&r->stripes[i]);
 	}
 	free(r->stripes);
+	/* the blocks the release freed, and earlier ones, as above */
+	region__spares_flush();
 	region__stats_release(r);
 	pthread_mutex_destroy(&r->cfg_mu);
 	pthread_mutex_destroy(&r->sweep_mu);

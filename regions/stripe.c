@@ -459,7 +459,7 @@ struct entry *region__entry_create(const void *key, size_t klen,
 	const void *p = region_value_data(v);
 	struct entry *e;
 
-	e = malloc(off + REGION_VALUE_HDR + data);
+	e = region__block_alloc(off + REGION_VALUE_HDR + data);
 	if (!e)
 		return NULL;
 	atomic_init(&e->hnext, NULL);
@@ -496,12 +496,11 @@ struct entry *region__entry_create(const void *key, size_t klen,
 void region__entry_discard(struct entry *e)
 {
 	struct region_value *c = region__entry_val(e);
+	size_t data =
+		c->kind == VALUE_EMBEDDED ? region__vlen(c) : REGION_VALUE_PTRS;
 
-	region__values_account(
-		-(int64_t)(REGION_VALUE_HDR + (c->kind == VALUE_EMBEDDED
-						       ? region__vlen(c)
-						       : REGION_VALUE_PTRS)));
-	free(e);
+	region__values_account(-(int64_t)(REGION_VALUE_HDR + data));
+	region__block_free(e, c->back + REGION_VALUE_HDR + data);
 }
 
 static void retire_table_locked(struct stripe *s, struct table *t)

@@ -521,6 +521,46 @@ static void test_large_value_is_cached_by_reference(void **state)
 	assert_int_equal(region_values_bytes(), before);
 }
 
+/*
+ * A thread keeps the blocks it frees for reuse (spares): they count in
+ * region_values_bytes() while it keeps them, its next value reuses one,
+ * and they are freed, and uncounted, when it exits.
+ */
+struct spare_ctx {
+	struct region *r;
+	uint64_t before, kept, reused;
+};
+
+static void *spare_thread_main(void *arg)
+{
+	struct spare_ctx *c = arg;
+	struct region_value *v;
+
+	/* a read gives the thread its epoch record: spares need one */
+	(void)region_contains(c->r, "nothing", 7);
+	v = region_value_create("a value of some bytes", 21);
+	region_value_unref(v);
+	c->kept = region_values_bytes() - c->before;
+	v = region_value_create("a value of some bytes", 21);
+	c->reused = region_values_bytes() - c->before;
+	region_value_unref(v);
+	return NULL;
+}
+
+static void test_spare_blocks_are_counted_and_freed_at_exit(void **state)
+{
+	struct spare_ctx c = {.r = *state};
+	pthread_t tid;
+
+	c.before = region_values_bytes();
+	assert_int_equal(pthread_create(&tid, NULL, spare_thread_main, &c), 0);
+	pthread_join(tid, NULL);
+	/* a 36-byte header and 21 bytes: a spare of the 64-byte class */
+	assert_int_equal(c.kept, 64);
+	assert_int_equal(c.reused, 57); /* the spare, now a value again */
+	assert_int_equal(region_values_bytes(), c.before);
+}
+
 /* ---- pinned values ---------------------------------------------------- */
 
 static void test_pinned_value_survives_invalidate_and_overwrite(void **state)
@@ -947,6 +987,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_error_is_not_cached, setup,
 						teardown),
 		cmocka_unit_test(test_large_value_is_cached_by_reference),
+		cmocka_unit_test_setup_teardown(
+			test_spare_blocks_are_counted_and_freed_at_exit, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(
 			test_too_big_value_is_served_not_cached, setup,
 			teardown),
