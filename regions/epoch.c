@@ -85,7 +85,7 @@ __thread struct region__spares region__spares
 	__attribute__((tls_model("initial-exec")));
 
 static void vcache_flush(void);
-static void spares_free(bool own_slot);
+static void spares_free(struct region__epoch_rec *rec);
 
 static void thread_exit(void *arg)
 {
@@ -97,10 +97,8 @@ static void thread_exit(void *arg)
 		atomic_store_explicit(&rec->in_use, false,
 				      memory_order_release);
 	}
+	spares_free(rec);
 	region__my_rec = NULL; /* no more spares from here on */
-	/* the thread's counter slot may be another thread's by now (the
-	 * destructors run in any order): account on the shared slot */
-	spares_free(false);
 }
 
 static void key_init(void)
@@ -123,6 +121,7 @@ struct region__epoch_rec *region__epoch_rec_acquire(void)
 		if (!rec)
 			abort(); /* a few bytes once per thread */
 		atomic_init(&rec->state, 0);
+		atomic_init(&rec->spare_bytes, 0);
 		rec->next = atomic_load(&recs);
 		atomic_init(&rec->in_use, true);
 		atomic_store(&recs, rec);
@@ -248,12 +247,12 @@ void region__spare_poison(void *p, size_t len, bool poison)
 #endif
 }
 
-static void spares_free(bool own_slot)
+static void spares_free(struct region__epoch_rec *rec)
 {
-	size_t c, b, bytes = region__spares.bytes;
+	size_t c, b;
 	void *p, *next;
 
-	if (!bytes)
+	if (!region__spares.bytes)
 		return;
 	for (c = 0; c < REGION_SPARE_CLASSES; c++) {
 		b = c * REGION_SPARE_QUANTUM;
@@ -264,16 +263,22 @@ static void spares_free(bool own_slot)
 		}
 		region__spares.head[c] = NULL;
 	}
-	region__spares.bytes = 0;
-	if (own_slot)
-		region__values_account(-(int64_t)bytes);
-	else
-		atomic_fetch_sub_explicit(
-			&region__live_value_bytes[REGION_SHARED_SLOT].b,
-			(int64_t)bytes, memory_order_relaxed);
+	region__spares_set(rec, 0); /* spares were kept with this record */
 }
 
 void region__spares_flush(void)
 {
-	spares_free(true);
+	spares_free(region__my_rec);
+}
+
+uint64_t region__spares_bytes(void)
+{
+	struct region__epoch_rec *rec;
+	uint64_t sum = 0;
+
+	for (rec = atomic_load_explicit(&recs, memory_order_acquire); rec;
+	     rec = rec->next)
+		sum += atomic_load_explicit(&rec->spare_bytes,
+					    memory_order_relaxed);
+	return sum;
 }

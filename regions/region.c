@@ -101,7 +101,8 @@ static bool stale_guard_on(void)
  * eviction: so one counter per thread slot (seed 003: one shared counter
  * is a line every thread writes), summed on read. A value freed by
  * another thread than the one that made it leaves one slot negative and
- * another positive; the sum is exact.
+ * another positive; the sum is exact. The blocks threads keep for reuse
+ * (spares, region_int.h) count too, at their full size.
  */
 struct region_vbytes region__live_value_bytes[REGION_STAT_SLOTS];
 
@@ -113,6 +114,7 @@ uint64_t region_values_bytes(void)
 	for (i = 0; i < REGION_STAT_SLOTS; i++)
 		sum += atomic_load_explicit(&region__live_value_bytes[i].b,
 					    memory_order_relaxed);
+	sum += (int64_t)region__spares_bytes(); /* freed, kept for reuse */
 	return sum > 0 ? (uint64_t)sum : 0;
 }
 

@@ -551,6 +551,7 @@ struct region__epoch_rec {
 	atomic_bool in_use;
 	struct region__epoch_rec *next; /* immutable once published */
 	unsigned depth;			/* owner thread only */
+	atomic_size_t spare_bytes;	/* owner writes; its spare blocks */
 };
 extern atomic_uint_fast64_t region__global_epoch;
 extern __thread struct region__epoch_rec *region__my_rec
@@ -976,7 +977,8 @@ static inline void region__values_account(int64_t delta)
  * in batches (epoch.c), which overflow glibc's per-thread cache (7 blocks
  * a size) and cost ~400 instructions a miss in its arenas (callgrind,
  * bench_engine mix48). Spare bytes count in region_values_bytes() (the
- * memory the daemon limits) until they are reused or freed: when the
+ * memory the daemon limits: the sum over the epoch records, where each
+ * thread keeps its count) until they are reused or freed: when the
  * thread exits (the epoch record's destructor: only threads with a record
  * keep spares) and on region_destroy() for the calling thread. Under ASan
  * a spare is poisoned, so a use after free is still reported.
@@ -994,6 +996,8 @@ extern __thread struct region__spares region__spares
 void region__spare_poison(void *p, size_t len, bool poison);
 /* Frees the calling thread's spare blocks. */
 void region__spares_flush(void);
+/* The spare bytes of all threads (epoch.c). */
+uint64_t region__spares_bytes(void);
 
 #if defined(__SANITIZE_ADDRESS__)
 #define REGION_SPARE_ASAN 1
@@ -1011,6 +1015,15 @@ static inline size_t region__spare_class(size_t size)
 	return (size + REGION_SPARE_QUANTUM - 1) / REGION_SPARE_QUANTUM;
 }
 
+/* The owner's store of the spare byte count, which region_values_bytes()
+ * reads from the thread's epoch record. */
+static inline void region__spares_set(struct region__epoch_rec *rec,
+				      size_t bytes)
+{
+	region__spares.bytes = bytes;
+	atomic_store_explicit(&rec->spare_bytes, bytes, memory_order_relaxed);
+}
+
 /* A block of at least size bytes: a spare of its class, or malloc's. */
 static inline void *region__block_alloc(size_t size)
 {
@@ -1025,8 +1038,8 @@ static inline void *region__block_alloc(size_t size)
 	if (REGION_SPARE_ASAN)
 		region__spare_poison(p, b, false);
 	memcpy(&region__spares.head[c], p, sizeof(void *));
-	region__spares.bytes -= b;
-	region__values_account(-(int64_t)b);
+	/* a spare was kept with a record, which the thread keeps */
+	region__spares_set(region__my_rec, region__spares.bytes - b);
 	return p;
 }
 
@@ -1035,13 +1048,13 @@ static inline void *region__block_alloc(size_t size)
 static inline void region__block_free(void *p, size_t size)
 {
 	size_t c = region__spare_class(size), b = c * REGION_SPARE_QUANTUM;
+	struct region__epoch_rec *rec = region__my_rec;
 
 	if (c < REGION_SPARE_CLASSES &&
-	    region__spares.bytes + b <= REGION_SPARE_BYTES && region__my_rec) {
+	    region__spares.bytes + b <= REGION_SPARE_BYTES && rec) {
 		memcpy(p, &region__spares.head[c], sizeof(void *));
 		region__spares.head[c] = p;
-		region__spares.bytes += b;
-		region__values_account((int64_t)b);
+		region__spares_set(rec, region__spares.bytes + b);
 		if (REGION_SPARE_ASAN)
 			region__spare_poison(p, b, true);
 		return;
