@@ -757,9 +757,11 @@ static int miss_locked(struct region *r, struct stripe *s, uint64_t h,
 	return REGION_LOAD;
 }
 
-static int get_slow(struct region *r, struct stripe *s, uint64_t h,
-		    const void *key, size_t klen, struct region_value **out,
-		    struct region_flight **flight)
+/* Out of line: inlined, its registers were saved and restored on every
+ * hit (region_get's prologue and epilogue, callgrind). */
+__attribute__((noinline)) static int
+get_slow(struct region *r, struct stripe *s, uint64_t h, const void *key,
+	 size_t klen, struct region_value **out, struct region_flight **flight)
 {
 	struct region_flight *fl_new, *join = NULL;
 	int rc;

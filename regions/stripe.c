@@ -249,17 +249,15 @@ static struct entry *find_hash_locked(struct stripe *s, uint64_t hash)
 	return NULL;
 }
 
-/* Replays a lane's buffered hits into the policy. Lock held. */
-static void replay_lane_locked(struct stripe *s, struct lane *l)
+/* Replays a lane's n > 0 buffered hits into the policy. Lock held. */
+__attribute__((noinline)) static void
+replay_lane_locked(struct stripe *s, struct lane *l, uint64_t n)
 {
-	uint64_t n = atomic_load_explicit(&l->n, memory_order_relaxed);
 	uint32_t gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
 	bool ptrs = atomic_load_explicit(&l->seq, memory_order_relaxed) ==
 		    region__stripe_reclaims(s);
 	uint64_t i;
 
-	if (n == 0)
-		return; /* most holds: leave the lane's line alone */
 	if (n > REGION_LANE_RECS)
 		n = REGION_LANE_RECS;
 	for (i = 0; i < n; i++) {
@@ -284,12 +282,19 @@ static void replay_lane_locked(struct stripe *s, struct lane *l)
 	atomic_store_explicit(&l->seq, LANE_SEQ_NONE, memory_order_relaxed);
 }
 
-static void lock_acquired(struct stripe *s)
+static inline void lock_acquired(struct stripe *s)
 {
+	struct lane *l;
+	uint64_t n;
+
 	set_owner(s, true);
 	s->examined = 0;
-	if (!s->ops->access)
-		replay_lane_locked(s, &s->lanes[region__tslot()]);
+	if (s->ops->access)
+		return;
+	l = &s->lanes[region__tslot()];
+	n = atomic_load_explicit(&l->n, memory_order_relaxed);
+	if (n) /* most holds: nothing buffered, the lane's line untouched */
+		replay_lane_locked(s, l, n);
 }
 
 void region__stripe_wrlock(struct stripe *s)
@@ -601,11 +606,24 @@ static void maybe_resize_locked(struct stripe *s)
 	}
 }
 
+/* Is a migration running, or due (maybe_resize_locked()'s bounds)? */
+static inline bool table_work_locked(const struct stripe *s)
+{
+	const struct table *t =
+		atomic_load_explicit(&s->tab, memory_order_relaxed);
+	size_t nb = t->mask + 1;
+
+	return atomic_load_explicit(&s->old, memory_order_relaxed) ||
+	       s->nentries > nb ||
+	       (nb > STRIPE_MIN_BUCKETS && s->nentries < nb / 8);
+}
+
 void region__link_locked(struct stripe *s, struct entry *e, uint64_t hash,
 			 uint64_t now)
 {
 	region__assert_wrlocked(s);
-	region__migrate_step_locked(s);
+	if (table_work_locked(s))
+		region__migrate_step_locked(s);
 	e->install_ms = now;
 	atomic_store_explicit(&e->access_ms, now, memory_order_relaxed);
 	e->gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
