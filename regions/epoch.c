@@ -64,7 +64,7 @@
 #endif
 
 atomic_uint_fast64_t region__global_epoch = 2;
-static atomic_uint nrecs; /* records ever allocated */
+atomic_uint region__epoch_nrecs; /* records ever allocated */
 static _Atomic(struct region__epoch_rec *) recs;
 static pthread_mutex_t recs_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t thread_key;
@@ -125,7 +125,7 @@ struct region__epoch_rec *region__epoch_rec_acquire(void)
 		rec->next = atomic_load(&recs);
 		atomic_init(&rec->in_use, true);
 		atomic_store(&recs, rec);
-		atomic_fetch_add(&nrecs, 1);
+		atomic_fetch_add(&region__epoch_nrecs, 1);
 	}
 	atomic_store(&rec->in_use, true);
 	rec->depth = 0;
@@ -152,17 +152,6 @@ uint64_t region__epoch_stamp(void)
 	return atomic_load_explicit(&region__global_epoch,
 				    memory_order_relaxed);
 #endif
-}
-
-uint64_t region__epoch_now(void)
-{
-	return atomic_load_explicit(&region__global_epoch,
-				    memory_order_seq_cst);
-}
-
-unsigned region__epoch_nthreads(void)
-{
-	return atomic_load_explicit(&nrecs, memory_order_relaxed);
 }
 
 uint64_t region__epoch_try_advance(void)

@@ -879,14 +879,23 @@ static bool installable_locked(struct region *r, struct stripe *s,
 	return true;
 }
 
-/* Links e (its value reference taken) for fl's key. Lock held. */
+/*
+ * Links e (its value reference taken) for fl's key. Lock held. attached:
+ * fl was attached until this hold. Then no entry for the key can exist:
+ * a miss attaches a flight only after dropping any entry for the key, a
+ * second miss joins the attached flight, and installs go through flights
+ * only. Otherwise (a poisoned flight with the guard off) one is replaced.
+ */
 static void install_locked(struct region *r, struct stripe *s,
-			   struct region_flight *fl, struct entry *e)
+			   struct region_flight *fl, struct entry *e,
+			   bool attached)
 {
-	struct entry *old;
+	struct entry *old = NULL;
 
-	/* cannot exist while the flight was attached; replace if it does */
-	old = region__stripe_find(s, fl->hash, fl->key, fl->klen);
+	if (!attached)
+		old = region__stripe_find(s, fl->hash, fl->key, fl->klen);
+	assert(!region__stripe_find(s, fl->hash, fl->key, fl->klen) ||
+	       !attached);
 	if (old)
 		region__unlink_hash_locked(s, old, fl->hash);
 	/* bounded: excess left by a lowered limit goes in later holds (half
@@ -916,6 +925,7 @@ int region_flight_done(struct region *r, struct region_flight *fl, int rc,
 	struct stripe *s = region__stripe_of(r, fl->hash);
 	struct entry *e = NULL;
 	unsigned waiters, refs;
+	bool attached;
 
 	*out = NULL;
 	assert(fl->r == r);
@@ -932,7 +942,8 @@ int region_flight_done(struct region *r, struct region_flight *fl, int rc,
 	}
 	count_load(r, fl, rc);
 	region__stripe_wrlock(s);
-	if (fl->attached)
+	attached = fl->attached;
+	if (attached)
 		detach_locked(s, fl);
 	waiters = fl->waiters; /* detached: nobody can join any more */
 	if (e && !installable_locked(r, s, fl, e)) {
@@ -943,7 +954,7 @@ int region_flight_done(struct region *r, struct region_flight *fl, int rc,
 	if (refs)
 		atomic_fetch_add_explicit(&v->refs, refs, memory_order_relaxed);
 	if (e)
-		install_locked(r, s, fl, e);
+		install_locked(r, s, fl, e, attached);
 	flight_publish_locked(s, fl, rc, waiters ? v : NULL);
 	region__stripe_wrunlock(s);
 	*out = v;

@@ -582,12 +582,20 @@ static inline void region__epoch_exit(void)
 		atomic_store_explicit(&rec->state, 0, memory_order_release);
 }
 /* The global epoch. */
-uint64_t region__epoch_now(void);
+static inline uint64_t region__epoch_now(void)
+{
+	return atomic_load_explicit(&region__global_epoch,
+				    memory_order_seq_cst);
+}
 /* Advances the epoch if every section in progress entered at the current
  * one; returns the epoch afterwards. Scans one record per thread. */
 uint64_t region__epoch_try_advance(void);
 /* Threads that have ever had a record (the cost of a scan). */
-unsigned region__epoch_nthreads(void);
+extern atomic_uint region__epoch_nrecs;
+static inline unsigned region__epoch_nthreads(void)
+{
+	return atomic_load_explicit(&region__epoch_nrecs, memory_order_relaxed);
+}
 /* The epoch, read after a full barrier (the stores before it are visible
  * to all before the load). */
 uint64_t region__epoch_stamp(void);
