@@ -24,8 +24,8 @@
  * Flights (single-flight loads and the stale-put guard). Every install goes
  * through a flight registered on a miss under the stripe's exclusive lock.
  * A second miss on the same key while the flight is attached joins it
- * (takes a reference, drops the stripe lock, sleeps on the flight's own
- * mutex/condvar) instead of loading again. region_flight_done() detaches
+ * (takes a reference, drops the stripe lock, sleeps on the stripe's
+ * flight futex) instead of loading again. region_flight_done() detaches
  * the flight and installs the value unless the flight was poisoned, then
  * wakes the waiters with the value or the error (errors are never cached).
  * region_invalidate() (a write's E1 and E2, or an outside change) unlinks
@@ -64,7 +64,7 @@
  * (the configured limits, for region_limits_get/set) and sweep_mu
  * (expire.c). region_set_limits() takes each stripe's lock in turn to
  * update its quotas and never holds two. Joined waiters sleep on their
- * stripe's condition variable under its mutex.
+ * stripe's flight futex (struct region_lock in region_int.h).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -667,22 +667,29 @@ static void detach_locked(struct stripe *s, struct region_flight *fl)
 }
 
 /*
- * Waits for a joined flight's result on the stripe's condition variable;
- * drops the waiter's reference. (The raw mutex: nothing *_locked runs.)
+ * Waits for a joined flight's result on the stripe's flight futex; drops
+ * the waiter's reference. (The raw lock: nothing *_locked runs.)
  */
 static int flight_wait(struct stripe *s, struct region_flight *fl,
 		       struct region_value **out)
 {
 	int rc;
 
-	pthread_mutex_lock(&s->lock);
-	while (!fl->done)
-		pthread_cond_wait(&s->flight_cv, &s->lock);
+	region__lock(&s->lock);
+	while (!fl->done) {
+		/* read under the lock: a completion after it changes it */
+		unsigned seq = atomic_load_explicit(&s->flight_seq,
+						    memory_order_relaxed);
+
+		region__unlock(&s->lock);
+		region__futex_wait(&s->flight_seq, seq);
+		region__lock(&s->lock);
+	}
 	rc = fl->rc;
 	if (rc == 0)
 		*out = region__value_ref(fl->val);
 	fl->waiters--;
-	pthread_mutex_unlock(&s->lock);
+	region__unlock(&s->lock);
 	flight_unref(fl);
 	return rc == 0 ? REGION_HIT : rc;
 }
@@ -696,8 +703,11 @@ static void flight_publish_locked(struct stripe *s, struct region_flight *fl,
 	fl->rc = rc;
 	fl->val = v;
 	fl->done = true;
-	if (fl->waiters)
-		pthread_cond_broadcast(&s->flight_cv);
+	if (fl->waiters) {
+		atomic_fetch_add_explicit(&s->flight_seq, 1,
+					  memory_order_relaxed);
+		region__futex_wake_all(&s->flight_seq);
+	}
 }
 
 /* ---- the read path ---------------------------------------------------- */

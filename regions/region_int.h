@@ -241,8 +241,8 @@ static inline uint64_t region__entry_charge(const struct entry *e)
 /*
  * One load in the air. Refcounted: the loader holds one reference until
  * region_flight_done(), each waiter one until it has read the result.
- * Waiters sleep on the stripe's condition variable under its mutex, so a
- * flight needs no lock of its own (a miss allocates nothing but it).
+ * Waiters sleep on the stripe's flight futex, checking under its lock, so
+ * a flight needs no lock of its own (a miss allocates nothing but it).
  */
 struct region_flight {
 	struct region_flight *next; /* L: stripe; while attached */
@@ -372,9 +372,51 @@ struct lane {
 	struct lane_rec rec[REGION_LANE_RECS];
 };
 
+/*
+ * The stripe lock: a futex mutex (0 free, 1 held, 2 held and someone may
+ * sleep; Drepper, "Futexes Are Tricky", mutex 3), the algorithm of
+ * glibc's default mutex, but inline: pthread_mutex_lock() and _unlock()
+ * were ~57 instructions a hold through the PLT (callgrind), and a miss
+ * takes two holds. Not fair, like glibc's: writers only contend among
+ * themselves (readers take no lock). Joined waiters sleep on a futex of
+ * their own (struct stripe's flight_seq), which the lock's holder bumps
+ * when a flight completes.
+ */
+struct region_lock {
+	atomic_uint w;
+};
+
+void region__lock_slow(struct region_lock *l);
+void region__lock_wake(struct region_lock *l);
+
+static inline bool region__trylock(struct region_lock *l)
+{
+	unsigned z = 0;
+
+	return atomic_compare_exchange_strong_explicit(
+		&l->w, &z, 1, memory_order_acquire, memory_order_relaxed);
+}
+
+static inline void region__lock(struct region_lock *l)
+{
+	if (region__unlikely(!region__trylock(l)))
+		region__lock_slow(l);
+}
+
+static inline void region__unlock(struct region_lock *l)
+{
+	if (region__unlikely(atomic_exchange_explicit(
+				     &l->w, 0, memory_order_release) == 2))
+		region__lock_wake(l);
+}
+
+/* Sleeps while *word == val (or returns at once); wakes every sleeper. */
+void region__futex_wait(atomic_uint *word, unsigned val);
+void region__futex_wake_all(atomic_uint *word);
+
 struct stripe {
-	alignas(REGION_CACHELINE) pthread_mutex_t lock;
-	pthread_cond_t flight_cv;	    /* waiters of any flight here */
+	alignas(REGION_CACHELINE) struct region_lock lock;
+	atomic_uint flight_seq;		    /* L: stripe writes; see above */
 	const struct region_evict_ops *ops; /* immutable */
 	struct lane *lanes;		    /* REGION_STAT_SLOTS of them */
 	_Atomic(struct table *) tab;	    /* L: stripe; readers acquire */

@@ -47,8 +47,11 @@
  * than gettid()).
  */
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdlib.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -147,8 +150,8 @@ int region__stripe_init(struct stripe *s, const struct region_evict_ops *ops)
 		s->lanes = NULL;
 		return rc;
 	}
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->flight_cv, NULL);
+	atomic_init(&s->lock.w, 0);
+	atomic_init(&s->flight_seq, 0);
 	return 0;
 }
 
@@ -211,8 +214,6 @@ void region__stripe_release(struct stripe *s)
 		s->ops->release(s);
 	free(s->lanes);
 	s->lanes = NULL;
-	pthread_cond_destroy(&s->flight_cv);
-	pthread_mutex_destroy(&s->lock);
 }
 
 static void set_owner(struct stripe *s, bool mine)
@@ -297,9 +298,33 @@ static inline void lock_acquired(struct stripe *s)
 		replay_lane_locked(s, l, n);
 }
 
+/* ---- the stripe lock (region_int.h) ---- */
+
+void region__futex_wait(atomic_uint *word, unsigned val)
+{
+	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+void region__futex_wake_all(atomic_uint *word)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+void region__lock_slow(struct region_lock *l)
+{
+	/* mark it contended; whoever unlocks then wakes one sleeper */
+	while (atomic_exchange_explicit(&l->w, 2, memory_order_acquire) != 0)
+		syscall(SYS_futex, &l->w, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+}
+
+void region__lock_wake(struct region_lock *l)
+{
+	syscall(SYS_futex, &l->w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
 void region__stripe_wrlock(struct stripe *s)
 {
-	pthread_mutex_lock(&s->lock);
+	region__lock(&s->lock);
 	lock_acquired(s);
 }
 
@@ -408,7 +433,7 @@ void region__stripe_wrunlock(struct stripe *s)
 				      memory_order_relaxed);
 	collect_locked(s, &ents, &tabs);
 	set_owner(s, false);
-	pthread_mutex_unlock(&s->lock);
+	region__unlock(&s->lock);
 	free_collected(ents, tabs); /* free() is not lock work */
 }
 
@@ -429,7 +454,7 @@ void region__stripe_record_hit(struct region *r, struct stripe *s,
 
 	if (region__unlikely(n >= REGION_LANE_RECS)) {
 		/* full, and its last replay found the lock busy */
-		if (pthread_mutex_trylock(&s->lock) != 0) {
+		if (!region__trylock(&s->lock)) {
 			region__count_slot(r, slot, ST_UNRECORDED, 1);
 			return;
 		}
@@ -448,7 +473,7 @@ void region__stripe_record_hit(struct region *r, struct stripe *s,
 	atomic_store_explicit(&l->rec[n].e, e, memory_order_relaxed);
 	atomic_store_explicit(&l->rec[n].hash, hash, memory_order_relaxed);
 	atomic_store_explicit(&l->n, n + 1, memory_order_relaxed);
-	if (n + 1 == REGION_LANE_RECS && pthread_mutex_trylock(&s->lock) == 0) {
+	if (n + 1 == REGION_LANE_RECS && region__trylock(&s->lock)) {
 		lock_acquired(s);
 		region__stripe_wrunlock(s);
 	}
