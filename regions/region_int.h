@@ -416,24 +416,29 @@ void region__futex_wake_all(atomic_uint *word);
 
 struct stripe {
 	alignas(REGION_CACHELINE) struct region_lock lock;
-	atomic_uint flight_seq;		    /* L: stripe writes; see above */
-	const struct region_evict_ops *ops; /* immutable */
-	struct lane *lanes;		    /* REGION_STAT_SLOTS of them */
-	_Atomic(struct table *) tab;	    /* L: stripe; readers acquire */
-	_Atomic(struct table *) old;	    /* L: stripe; being migrated */
-	size_t migrate_pos;		    /* L: stripe; next old bucket */
-	atomic_uint gen;		    /* L: stripe writes; readers */
-	uint64_t nentries;		    /* L: stripe; gauge, incl. stale */
-	uint64_t bytes;			    /* L: stripe; gauge, incl. stale */
-	uint64_t stale_n, stale_bytes;	    /* L: stripe; older generation */
-	size_t stale_pos;		    /* L: stripe; reclaim cursor */
-	uint64_t nflights;		    /* L: stripe; gauge */
-	struct region_flight *flights;	    /* L: stripe; attached flights */
-	uint64_t quota_entries;		    /* L: stripe; or REGION_UNLIMITED */
-	uint64_t quota_bytes;		    /* L: stripe; or REGION_UNLIMITED */
-	uint64_t max_value_size;	    /* L: stripe; 0 = none */
-	atomic_uint_fast64_t ttl_ms;	    /* L: stripe writes; 0 = never */
-	atomic_uint_fast64_t tti_ms;	    /* L: stripe writes; 0 = never */
+	atomic_uint flight_seq; /* L: stripe writes; see above */
+	/*
+	 * What every hit reads, on a line that no lock hold writes (the lock
+	 * word's line is written by every acquisition, the gauges' by every
+	 * install): written only by invalidate-all, table swaps and limits.
+	 */
+	alignas(REGION_CACHELINE) const struct region_evict_ops *ops;
+	struct lane *lanes;	     /* REGION_STAT_SLOTS of them */
+	_Atomic(struct table *) tab; /* L: stripe; readers acquire */
+	_Atomic(struct table *) old; /* L: stripe; being migrated */
+	atomic_uint gen;	     /* L: stripe writes; readers */
+	atomic_uint_fast64_t ttl_ms; /* L: stripe writes; 0 = never */
+	atomic_uint_fast64_t tti_ms; /* L: stripe writes; 0 = never */
+	alignas(REGION_CACHELINE) size_t migrate_pos; /* L: stripe */
+	uint64_t nentries;		   /* L: stripe; gauge, incl. stale */
+	uint64_t bytes;			   /* L: stripe; gauge, incl. stale */
+	uint64_t stale_n, stale_bytes;	   /* L: stripe; older generation */
+	size_t stale_pos;		   /* L: stripe; reclaim cursor */
+	uint64_t nflights;		   /* L: stripe; gauge */
+	struct region_flight *flights;	   /* L: stripe; attached flights */
+	uint64_t quota_entries;		   /* L: stripe; or REGION_UNLIMITED */
+	uint64_t quota_bytes;		   /* L: stripe; or REGION_UNLIMITED */
+	uint64_t max_value_size;	   /* L: stripe; 0 = none */
 	atomic_uint_fast64_t reclaims;	   /* L: stripe writes; batches freed */
 	struct entry *retired;		   /* L: stripe; oldest first */
 	struct entry *pending;		   /* L: stripe; first not stamped */
