@@ -53,7 +53,8 @@
 #define REGION_UNLIMITED   UINT64_MAX /* a stripe quota without a limit */
 #define REGION_LANE_RECS   7	      /* buffered hits per thread lane */
 #define REGION_STAT_SLOTS  32	      /* per-thread counter slots per region */
-#define REGION_SWEEP_BATCH 1024	      /* entries examined per lock hold */
+#define REGION_SHARED_SLOT (REGION_STAT_SLOTS - 1) /* the one threads share */
+#define REGION_SWEEP_BATCH 1024 /* entries examined per lock hold */
 #define REGION_CACHELINE   64
 
 #define region__likely(x)   __builtin_expect(!!(x), 1)
@@ -715,12 +716,38 @@ void region__stripe_release(struct stripe *s);
 void region__stripe_wrlock(struct stripe *s);
 /* Drops it; frees what was retired long enough ago (after unlocking). */
 void region__stripe_wrunlock(struct stripe *s);
+/* region__stripe_record_hit() when the lane is full or about to be: it
+ * records and replays under a trylock. */
+void region__stripe_record_hit_slow(struct region *r, struct stripe *s,
+				    struct entry *e, uint64_t hash,
+				    uint64_t seq, unsigned slot);
 /* Records a hit on e (its key's hash) for a policy without access();
  * never blocks. seq: the stripe's reclaim count, read inside the epoch
- * section in which e was found (region__stripe_reclaims()). */
-void region__stripe_record_hit(struct region *r, struct stripe *s,
-			       struct entry *e, uint64_t hash, uint64_t seq,
-			       unsigned slot);
+ * section in which e was found (region__stripe_reclaims()). The common
+ * case inline: a few relaxed stores to the thread's own lane. */
+static inline void region__stripe_record_hit(struct region *r, struct stripe *s,
+					     struct entry *e, uint64_t hash,
+					     uint64_t seq, unsigned slot)
+{
+	struct lane *l = &s->lanes[slot];
+	uint64_t n = atomic_load_explicit(&l->n, memory_order_relaxed);
+
+	if (region__unlikely(n >= REGION_LANE_RECS - 1)) {
+		region__stripe_record_hit_slow(r, s, e, hash, seq, slot);
+		return;
+	}
+	if (n == 0)
+		atomic_store_explicit(&l->seq,
+				      slot == REGION_SHARED_SLOT ? LANE_SEQ_NONE
+								 : seq,
+				      memory_order_relaxed);
+	else if (seq != atomic_load_explicit(&l->seq, memory_order_relaxed))
+		atomic_store_explicit(&l->seq, LANE_SEQ_NONE,
+				      memory_order_relaxed);
+	atomic_store_explicit(&l->rec[n].e, e, memory_order_relaxed);
+	atomic_store_explicit(&l->rec[n].hash, hash, memory_order_relaxed);
+	atomic_store_explicit(&l->n, n + 1, memory_order_relaxed);
+}
 static inline uint64_t region__stripe_reclaims(const struct stripe *s)
 {
 	return atomic_load_explicit(&s->reclaims, memory_order_relaxed);
@@ -964,8 +991,6 @@ static inline unsigned region__tslot(void)
 		v = region__tslot_assign();
 	return v - 1;
 }
-
-#define REGION_SHARED_SLOT (REGION_STAT_SLOTS - 1) /* the one threads share */
 
 /* region__count() for a caller that has its thread's slot i at hand. */
 static inline void region__count_slot(struct region *r, unsigned i,

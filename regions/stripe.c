@@ -445,9 +445,9 @@ void region__stripe_reclaim(struct stripe *s)
 	region__stripe_wrunlock(s);
 }
 
-void region__stripe_record_hit(struct region *r, struct stripe *s,
-			       struct entry *e, uint64_t hash, uint64_t seq,
-			       unsigned slot)
+void region__stripe_record_hit_slow(struct region *r, struct stripe *s,
+				    struct entry *e, uint64_t hash,
+				    uint64_t seq, unsigned slot)
 {
 	struct lane *l = &s->lanes[slot];
 	uint64_t n = atomic_load_explicit(&l->n, memory_order_relaxed);
