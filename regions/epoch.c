@@ -244,7 +244,7 @@ static void spares_free(struct region__epoch_rec *rec)
 	if (!region__spares.bytes)
 		return;
 	for (c = 0; c < REGION_SPARE_CLASSES; c++) {
-		b = c * REGION_SPARE_QUANTUM;
+		b = region__spare_bytes(c);
 		for (p = region__spares.head[c]; p; p = next) {
 			region__spare_poison(p, b, false);
 			memcpy(&next, p, sizeof(next));

@@ -1039,8 +1039,10 @@ static inline void region__values_account(int64_t delta)
 /*
  * Spare blocks (epoch.c). Every value and entry block goes through
  * region__block_alloc() and region__block_free() with the size it was
- * asked for. A thread keeps the blocks it frees, by 16-byte size class up
- * to REGION_SPARE_CLASSES * 16 bytes and at most REGION_SPARE_BYTES in
+ * asked for. A thread keeps the blocks it frees, by size class (16c + 8
+ * bytes: what a glibc chunk of 16c + 16 holds, so that rounding a block
+ * up to its class costs no memory; rounding to 16c cost 16 bytes an
+ * entry, bench_memory) up to ~1 KiB and at most REGION_SPARE_BYTES in
  * all, and hands them out again for its next values and entries, so that
  * a miss that evicts neither mallocs nor frees: retired entries are freed
  * in batches (epoch.c), which overflow glibc's per-thread cache (7 blocks
@@ -1081,7 +1083,13 @@ uint64_t region__spares_bytes(void);
 
 static inline size_t region__spare_class(size_t size)
 {
-	return (size + REGION_SPARE_QUANTUM - 1) / REGION_SPARE_QUANTUM;
+	return (size + REGION_SPARE_QUANTUM / 2 - 1) / REGION_SPARE_QUANTUM;
+}
+
+/* The bytes of a block of class c. */
+static inline size_t region__spare_bytes(size_t c)
+{
+	return c * REGION_SPARE_QUANTUM + REGION_SPARE_QUANTUM / 2;
 }
 
 /* The owner's store of the spare byte count, which region_values_bytes()
@@ -1096,7 +1104,7 @@ static inline void region__spares_set(struct region__epoch_rec *rec,
 /* A block of at least size bytes: a spare of its class, or malloc's. */
 static inline void *region__block_alloc(size_t size)
 {
-	size_t c = region__spare_class(size), b = c * REGION_SPARE_QUANTUM;
+	size_t c = region__spare_class(size), b = region__spare_bytes(c);
 	void *p;
 
 	if (region__unlikely(c >= REGION_SPARE_CLASSES))
@@ -1116,7 +1124,7 @@ static inline void *region__block_alloc(size_t size)
  * if the thread has room (and an epoch record), else free(). */
 static inline void region__block_free(void *p, size_t size)
 {
-	size_t c = region__spare_class(size), b = c * REGION_SPARE_QUANTUM;
+	size_t c = region__spare_class(size), b = region__spare_bytes(c);
 	struct region__epoch_rec *rec = region__my_rec;
 
 	if (c < REGION_SPARE_CLASSES &&
