@@ -48,6 +48,10 @@
 
 #include "region_int.h"
 
+#if REGION_SPARE_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 #if defined(__SANITIZE_THREAD__)
 #define EPOCH_TSAN 1
 #elif defined(__has_feature)
@@ -60,7 +64,7 @@
 #endif
 
 atomic_uint_fast64_t region__global_epoch = 2;
-static atomic_uint nrecs; /* records ever allocated */
+atomic_uint region__epoch_nrecs; /* records ever allocated */
 static _Atomic(struct region__epoch_rec *) recs;
 static pthread_mutex_t recs_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t thread_key;
@@ -77,7 +81,11 @@ __thread struct region__vref_slot region__vcache[REGION_VREF_SLOTS]
 __thread unsigned region__vcache_tick
 	__attribute__((tls_model("initial-exec")));
 
+__thread struct region__spares region__spares
+	__attribute__((tls_model("initial-exec")));
+
 static void vcache_flush(void);
+static void spares_free(struct region__epoch_rec *rec);
 
 static void thread_exit(void *arg)
 {
@@ -89,7 +97,8 @@ static void thread_exit(void *arg)
 		atomic_store_explicit(&rec->in_use, false,
 				      memory_order_release);
 	}
-	region__my_rec = NULL;
+	spares_free(rec);
+	region__my_rec = NULL; /* no more spares from here on */
 }
 
 static void key_init(void)
@@ -112,10 +121,11 @@ struct region__epoch_rec *region__epoch_rec_acquire(void)
 		if (!rec)
 			abort(); /* a few bytes once per thread */
 		atomic_init(&rec->state, 0);
+		atomic_init(&rec->spare_bytes, 0);
 		rec->next = atomic_load(&recs);
 		atomic_init(&rec->in_use, true);
 		atomic_store(&recs, rec);
-		atomic_fetch_add(&nrecs, 1);
+		atomic_fetch_add(&region__epoch_nrecs, 1);
 	}
 	atomic_store(&rec->in_use, true);
 	rec->depth = 0;
@@ -142,17 +152,6 @@ uint64_t region__epoch_stamp(void)
 	return atomic_load_explicit(&region__global_epoch,
 				    memory_order_relaxed);
 #endif
-}
-
-uint64_t region__epoch_now(void)
-{
-	return atomic_load_explicit(&region__global_epoch,
-				    memory_order_seq_cst);
-}
-
-unsigned region__epoch_nthreads(void)
-{
-	return atomic_load_explicit(&nrecs, memory_order_relaxed);
 }
 
 uint64_t region__epoch_try_advance(void)
@@ -219,4 +218,56 @@ struct region_value *region__value_ref_hit_slow(struct region_value *v)
 	sl->v = v;
 	sl->used = 1;
 	return v;
+}
+
+/* ---- spare blocks ------------------------------------------------------- */
+
+void region__spare_poison(void *p, size_t len, bool poison)
+{
+#if REGION_SPARE_ASAN
+	if (poison)
+		ASAN_POISON_MEMORY_REGION(p, len);
+	else
+		ASAN_UNPOISON_MEMORY_REGION(p, len);
+#else
+	(void)p;
+	(void)len;
+	(void)poison;
+#endif
+}
+
+static void spares_free(struct region__epoch_rec *rec)
+{
+	size_t c, b;
+	void *p, *next;
+
+	if (!region__spares.bytes)
+		return;
+	for (c = 0; c < REGION_SPARE_CLASSES; c++) {
+		b = region__spare_bytes(c);
+		for (p = region__spares.head[c]; p; p = next) {
+			region__spare_poison(p, b, false);
+			memcpy(&next, p, sizeof(next));
+			free(p);
+		}
+		region__spares.head[c] = NULL;
+	}
+	region__spares_set(rec, 0); /* spares were kept with this record */
+}
+
+void region__spares_flush(void)
+{
+	spares_free(region__my_rec);
+}
+
+uint64_t region__spares_bytes(void)
+{
+	struct region__epoch_rec *rec;
+	uint64_t sum = 0;
+
+	for (rec = atomic_load_explicit(&recs, memory_order_acquire); rec;
+	     rec = rec->next)
+		sum += atomic_load_explicit(&rec->spare_bytes,
+					    memory_order_relaxed);
+	return sum;
 }

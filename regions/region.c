@@ -24,8 +24,8 @@
  * Flights (single-flight loads and the stale-put guard). Every install goes
  * through a flight registered on a miss under the stripe's exclusive lock.
  * A second miss on the same key while the flight is attached joins it
- * (takes a reference, drops the stripe lock, sleeps on the flight's own
- * mutex/condvar) instead of loading again. region_flight_done() detaches
+ * (takes a reference, drops the stripe lock, sleeps on the stripe's
+ * flight futex) instead of loading again. region_flight_done() detaches
  * the flight and installs the value unless the flight was poisoned, then
  * wakes the waiters with the value or the error (errors are never cached).
  * region_invalidate() (a write's E1 and E2, or an outside change) unlinks
@@ -64,7 +64,7 @@
  * (the configured limits, for region_limits_get/set) and sweep_mu
  * (expire.c). region_set_limits() takes each stripe's lock in turn to
  * update its quotas and never holds two. Joined waiters sleep on their
- * stripe's condition variable under its mutex.
+ * stripe's flight futex (struct region_lock in region_int.h).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -101,7 +101,8 @@ static bool stale_guard_on(void)
  * eviction: so one counter per thread slot (seed 003: one shared counter
  * is a line every thread writes), summed on read. A value freed by
  * another thread than the one that made it leaves one slot negative and
- * another positive; the sum is exact.
+ * another positive; the sum is exact. The blocks threads keep for reuse
+ * (spares, region_int.h) count too, at their full size.
  */
 struct region_vbytes region__live_value_bytes[REGION_STAT_SLOTS];
 
@@ -113,6 +114,7 @@ uint64_t region_values_bytes(void)
 	for (i = 0; i < REGION_STAT_SLOTS; i++)
 		sum += atomic_load_explicit(&region__live_value_bytes[i].b,
 					    memory_order_relaxed);
+	sum += (int64_t)region__spares_bytes(); /* freed, kept for reuse */
 	return sum > 0 ? (uint64_t)sum : 0;
 }
 
@@ -134,7 +136,7 @@ struct region_value *region_value_create(const void *data, size_t len)
 
 	if (len > REGION_VALUE_MAX_LEN)
 		return NULL;
-	v = malloc(REGION_VALUE_HDR + len);
+	v = region__block_alloc(REGION_VALUE_HDR + len);
 	if (!v)
 		return NULL;
 	value_init(v, VALUE_INLINE, len);
@@ -148,14 +150,16 @@ struct region_value *region_value_adopt(void *buf, size_t len)
 {
 	struct region_value *v = NULL;
 
+	if (!buf)
+		return region_value_create(NULL, 0);
 	if (len <= REGION_VALUE_MAX_LEN)
-		v = malloc(REGION_VALUE_HDR + REGION_VALUE_PTR_OFF +
-			   sizeof(void *));
+		v = region__block_alloc(REGION_VALUE_HDR +
+					REGION_VALUE_PTR_OFF + sizeof(void *));
 	if (!v) {
 		free(buf);
 		return NULL;
 	}
-	value_init(v, buf ? VALUE_ADOPTED : VALUE_INLINE, buf ? len : 0);
+	value_init(v, VALUE_ADOPTED, len);
 	memcpy(v->inline_data + REGION_VALUE_PTR_OFF, &buf, sizeof(buf));
 	region__values_account((int64_t)(REGION_VALUE_HDR + region__vlen(v)));
 	return v;
@@ -216,7 +220,10 @@ void region__value_free(struct region_value *v)
 	case VALUE_EMBEDDED:
 		region__values_account(
 			-(int64_t)(REGION_VALUE_HDR + region__vlen(v)));
-		free((char *)v - v->back); /* the entry's block */
+		/* the entry's block */
+		region__block_free((char *)v - v->back,
+				   v->back + REGION_VALUE_HDR +
+					   region__vlen(v));
 		return;
 	case VALUE_INDIRECT:
 		memcpy(&target,
@@ -224,15 +231,21 @@ void region__value_free(struct region_value *v)
 		       sizeof(target));
 		region__values_account(
 			-(int64_t)(REGION_VALUE_HDR + REGION_VALUE_PTRS));
-		free((char *)v - v->back); /* the entry's block */
+		region__block_free((char *)v - v->back,
+				   v->back + REGION_VALUE_HDR +
+					   REGION_VALUE_PTRS);
 		region_value_unref(target);
 		return;
 	case VALUE_ADOPTED:
 		free((void *)region_value_data(v));
-		break;
+		region__values_account(
+			-(int64_t)(REGION_VALUE_HDR + region__vlen(v)));
+		region__block_free(v, REGION_VALUE_HDR + REGION_VALUE_PTR_OFF +
+					      sizeof(void *));
+		return;
 	}
 	region__values_account(-(int64_t)(REGION_VALUE_HDR + region__vlen(v)));
-	free(v);
+	region__block_free(v, REGION_VALUE_HDR + region__vlen(v));
 }
 
 void region_value_unref(struct region_value *v)
@@ -372,6 +385,8 @@ static void region_destroy(struct region *r)
 		region__stripe_release(&r->stripes[i]);
 	}
 	free(r->stripes);
+	/* the blocks the release freed, and earlier ones, as above */
+	region__spares_flush();
 	region__stats_release(r);
 	pthread_mutex_destroy(&r->cfg_mu);
 	pthread_mutex_destroy(&r->sweep_mu);
@@ -652,22 +667,29 @@ static void detach_locked(struct stripe *s, struct region_flight *fl)
 }
 
 /*
- * Waits for a joined flight's result on the stripe's condition variable;
- * drops the waiter's reference. (The raw mutex: nothing *_locked runs.)
+ * Waits for a joined flight's result on the stripe's flight futex; drops
+ * the waiter's reference. (The raw lock: nothing *_locked runs.)
  */
 static int flight_wait(struct stripe *s, struct region_flight *fl,
 		       struct region_value **out)
 {
 	int rc;
 
-	pthread_mutex_lock(&s->lock);
-	while (!fl->done)
-		pthread_cond_wait(&s->flight_cv, &s->lock);
+	region__lock(&s->lock);
+	while (!fl->done) {
+		/* read under the lock: a completion after it changes it */
+		unsigned seq = atomic_load_explicit(&s->flight_seq,
+						    memory_order_relaxed);
+
+		region__unlock(&s->lock);
+		region__futex_wait(&s->flight_seq, seq);
+		region__lock(&s->lock);
+	}
 	rc = fl->rc;
 	if (rc == 0)
 		*out = region__value_ref(fl->val);
 	fl->waiters--;
-	pthread_mutex_unlock(&s->lock);
+	region__unlock(&s->lock);
 	flight_unref(fl);
 	return rc == 0 ? REGION_HIT : rc;
 }
@@ -681,8 +703,11 @@ static void flight_publish_locked(struct stripe *s, struct region_flight *fl,
 	fl->rc = rc;
 	fl->val = v;
 	fl->done = true;
-	if (fl->waiters)
-		pthread_cond_broadcast(&s->flight_cv);
+	if (fl->waiters) {
+		atomic_fetch_add_explicit(&s->flight_seq, 1,
+					  memory_order_relaxed);
+		region__futex_wake_all(&s->flight_seq);
+	}
 }
 
 /* ---- the read path ---------------------------------------------------- */
@@ -742,9 +767,11 @@ static int miss_locked(struct region *r, struct stripe *s, uint64_t h,
 	return REGION_LOAD;
 }
 
-static int get_slow(struct region *r, struct stripe *s, uint64_t h,
-		    const void *key, size_t klen, struct region_value **out,
-		    struct region_flight **flight)
+/* Out of line: inlined, its registers were saved and restored on every
+ * hit (region_get's prologue and epilogue, callgrind). */
+__attribute__((noinline)) static int
+get_slow(struct region *r, struct stripe *s, uint64_t h, const void *key,
+	 size_t klen, struct region_value **out, struct region_flight **flight)
 {
 	struct region_flight *fl_new, *join = NULL;
 	int rc;
@@ -862,14 +889,23 @@ static bool installable_locked(struct region *r, struct stripe *s,
 	return true;
 }
 
-/* Links e (its value reference taken) for fl's key. Lock held. */
+/*
+ * Links e (its value reference taken) for fl's key. Lock held. attached:
+ * fl was attached until this hold. Then no entry for the key can exist:
+ * a miss attaches a flight only after dropping any entry for the key, a
+ * second miss joins the attached flight, and installs go through flights
+ * only. Otherwise (a poisoned flight with the guard off) one is replaced.
+ */
 static void install_locked(struct region *r, struct stripe *s,
-			   struct region_flight *fl, struct entry *e)
+			   struct region_flight *fl, struct entry *e,
+			   bool attached)
 {
-	struct entry *old;
+	struct entry *old = NULL;
 
-	/* cannot exist while the flight was attached; replace if it does */
-	old = region__stripe_find(s, fl->hash, fl->key, fl->klen);
+	if (!attached)
+		old = region__stripe_find(s, fl->hash, fl->key, fl->klen);
+	assert(!region__stripe_find(s, fl->hash, fl->key, fl->klen) ||
+	       !attached);
 	if (old)
 		region__unlink_hash_locked(s, old, fl->hash);
 	/* bounded: excess left by a lowered limit goes in later holds (half
@@ -899,6 +935,7 @@ int region_flight_done(struct region *r, struct region_flight *fl, int rc,
 	struct stripe *s = region__stripe_of(r, fl->hash);
 	struct entry *e = NULL;
 	unsigned waiters, refs;
+	bool attached;
 
 	*out = NULL;
 	assert(fl->r == r);
@@ -915,7 +952,8 @@ int region_flight_done(struct region *r, struct region_flight *fl, int rc,
 	}
 	count_load(r, fl, rc);
 	region__stripe_wrlock(s);
-	if (fl->attached)
+	attached = fl->attached;
+	if (attached)
 		detach_locked(s, fl);
 	waiters = fl->waiters; /* detached: nobody can join any more */
 	if (e && !installable_locked(r, s, fl, e)) {
@@ -926,7 +964,7 @@ int region_flight_done(struct region *r, struct region_flight *fl, int rc,
 	if (refs)
 		atomic_fetch_add_explicit(&v->refs, refs, memory_order_relaxed);
 	if (e)
-		install_locked(r, s, fl, e);
+		install_locked(r, s, fl, e, attached);
 	flight_publish_locked(s, fl, rc, waiters ? v : NULL);
 	region__stripe_wrunlock(s);
 	*out = v;

@@ -215,7 +215,9 @@ uint64_t region_value_tag(const struct region_value *v);
 struct region_value *region_value_ref(struct region_value *v);
 /*
  * Bytes held by all live values of the process (cached, or kept alive by
- * a reference only), headers included. Relaxed: a snapshot.
+ * a reference only), headers included, and by the freed value blocks that
+ * threads keep for reuse (at most 64 KiB a thread, freed when it exits).
+ * Relaxed: a snapshot.
  */
 uint64_t region_values_bytes(void);
 /* Drops one reference; frees on the last. Accepts NULL. */

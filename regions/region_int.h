@@ -45,6 +45,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "region.h"
@@ -52,7 +53,8 @@
 #define REGION_UNLIMITED   UINT64_MAX /* a stripe quota without a limit */
 #define REGION_LANE_RECS   7	      /* buffered hits per thread lane */
 #define REGION_STAT_SLOTS  32	      /* per-thread counter slots per region */
-#define REGION_SWEEP_BATCH 1024	      /* entries examined per lock hold */
+#define REGION_SHARED_SLOT (REGION_STAT_SLOTS - 1) /* the one threads share */
+#define REGION_SWEEP_BATCH 1024 /* entries examined per lock hold */
 #define REGION_CACHELINE   64
 
 #define region__likely(x)   __builtin_expect(!!(x), 1)
@@ -240,8 +242,8 @@ static inline uint64_t region__entry_charge(const struct entry *e)
 /*
  * One load in the air. Refcounted: the loader holds one reference until
  * region_flight_done(), each waiter one until it has read the result.
- * Waiters sleep on the stripe's condition variable under its mutex, so a
- * flight needs no lock of its own (a miss allocates nothing but it).
+ * Waiters sleep on the stripe's flight futex, checking under its lock, so
+ * a flight needs no lock of its own (a miss allocates nothing but it).
  */
 struct region_flight {
 	struct region_flight *next; /* L: stripe; while attached */
@@ -371,26 +373,73 @@ struct lane {
 	struct lane_rec rec[REGION_LANE_RECS];
 };
 
+/*
+ * The stripe lock: a futex mutex (0 free, 1 held, 2 held and someone may
+ * sleep; Drepper, "Futexes Are Tricky", mutex 3), the algorithm of
+ * glibc's default mutex, but inline: pthread_mutex_lock() and _unlock()
+ * were ~57 instructions a hold through the PLT (callgrind), and a miss
+ * takes two holds. Not fair, like glibc's: writers only contend among
+ * themselves (readers take no lock). Joined waiters sleep on a futex of
+ * their own (struct stripe's flight_seq), which the lock's holder bumps
+ * when a flight completes.
+ */
+struct region_lock {
+	atomic_uint w;
+};
+
+void region__lock_slow(struct region_lock *l);
+void region__lock_wake(struct region_lock *l);
+
+static inline bool region__trylock(struct region_lock *l)
+{
+	unsigned z = 0;
+
+	return atomic_compare_exchange_strong_explicit(
+		&l->w, &z, 1, memory_order_acquire, memory_order_relaxed);
+}
+
+static inline void region__lock(struct region_lock *l)
+{
+	if (region__unlikely(!region__trylock(l)))
+		region__lock_slow(l);
+}
+
+static inline void region__unlock(struct region_lock *l)
+{
+	if (region__unlikely(atomic_exchange_explicit(
+				     &l->w, 0, memory_order_release) == 2))
+		region__lock_wake(l);
+}
+
+/* Sleeps while *word == val (or returns at once); wakes every sleeper. */
+void region__futex_wait(atomic_uint *word, unsigned val);
+void region__futex_wake_all(atomic_uint *word);
+
 struct stripe {
-	alignas(REGION_CACHELINE) pthread_mutex_t lock;
-	pthread_cond_t flight_cv;	    /* waiters of any flight here */
-	const struct region_evict_ops *ops; /* immutable */
-	struct lane *lanes;		    /* REGION_STAT_SLOTS of them */
-	_Atomic(struct table *) tab;	    /* L: stripe; readers acquire */
-	_Atomic(struct table *) old;	    /* L: stripe; being migrated */
-	size_t migrate_pos;		    /* L: stripe; next old bucket */
-	atomic_uint gen;		    /* L: stripe writes; readers */
-	uint64_t nentries;		    /* L: stripe; gauge, incl. stale */
-	uint64_t bytes;			    /* L: stripe; gauge, incl. stale */
-	uint64_t stale_n, stale_bytes;	    /* L: stripe; older generation */
-	size_t stale_pos;		    /* L: stripe; reclaim cursor */
-	uint64_t nflights;		    /* L: stripe; gauge */
-	struct region_flight *flights;	    /* L: stripe; attached flights */
-	uint64_t quota_entries;		    /* L: stripe; or REGION_UNLIMITED */
-	uint64_t quota_bytes;		    /* L: stripe; or REGION_UNLIMITED */
-	uint64_t max_value_size;	    /* L: stripe; 0 = none */
-	atomic_uint_fast64_t ttl_ms;	    /* L: stripe writes; 0 = never */
-	atomic_uint_fast64_t tti_ms;	    /* L: stripe writes; 0 = never */
+	alignas(REGION_CACHELINE) struct region_lock lock;
+	atomic_uint flight_seq; /* L: stripe writes; see above */
+	/*
+	 * What every hit reads, on a line that no lock hold writes (the lock
+	 * word's line is written by every acquisition, the gauges' by every
+	 * install): written only by invalidate-all, table swaps and limits.
+	 */
+	alignas(REGION_CACHELINE) const struct region_evict_ops *ops;
+	struct lane *lanes;	     /* REGION_STAT_SLOTS of them */
+	_Atomic(struct table *) tab; /* L: stripe; readers acquire */
+	_Atomic(struct table *) old; /* L: stripe; being migrated */
+	atomic_uint gen;	     /* L: stripe writes; readers */
+	atomic_uint_fast64_t ttl_ms; /* L: stripe writes; 0 = never */
+	atomic_uint_fast64_t tti_ms; /* L: stripe writes; 0 = never */
+	alignas(REGION_CACHELINE) size_t migrate_pos; /* L: stripe */
+	uint64_t nentries;		   /* L: stripe; gauge, incl. stale */
+	uint64_t bytes;			   /* L: stripe; gauge, incl. stale */
+	uint64_t stale_n, stale_bytes;	   /* L: stripe; older generation */
+	size_t stale_pos;		   /* L: stripe; reclaim cursor */
+	uint64_t nflights;		   /* L: stripe; gauge */
+	struct region_flight *flights;	   /* L: stripe; attached flights */
+	uint64_t quota_entries;		   /* L: stripe; or REGION_UNLIMITED */
+	uint64_t quota_bytes;		   /* L: stripe; or REGION_UNLIMITED */
+	uint64_t max_value_size;	   /* L: stripe; 0 = none */
 	atomic_uint_fast64_t reclaims;	   /* L: stripe writes; batches freed */
 	struct entry *retired;		   /* L: stripe; oldest first */
 	struct entry *pending;		   /* L: stripe; first not stamped */
@@ -550,6 +599,7 @@ struct region__epoch_rec {
 	atomic_bool in_use;
 	struct region__epoch_rec *next; /* immutable once published */
 	unsigned depth;			/* owner thread only */
+	atomic_size_t spare_bytes;	/* owner writes; its spare blocks */
 };
 extern atomic_uint_fast64_t region__global_epoch;
 extern __thread struct region__epoch_rec *region__my_rec
@@ -580,12 +630,20 @@ static inline void region__epoch_exit(void)
 		atomic_store_explicit(&rec->state, 0, memory_order_release);
 }
 /* The global epoch. */
-uint64_t region__epoch_now(void);
+static inline uint64_t region__epoch_now(void)
+{
+	return atomic_load_explicit(&region__global_epoch,
+				    memory_order_seq_cst);
+}
 /* Advances the epoch if every section in progress entered at the current
  * one; returns the epoch afterwards. Scans one record per thread. */
 uint64_t region__epoch_try_advance(void);
 /* Threads that have ever had a record (the cost of a scan). */
-unsigned region__epoch_nthreads(void);
+extern atomic_uint region__epoch_nrecs;
+static inline unsigned region__epoch_nthreads(void)
+{
+	return atomic_load_explicit(&region__epoch_nrecs, memory_order_relaxed);
+}
 /* The epoch, read after a full barrier (the stores before it are visible
  * to all before the load). */
 uint64_t region__epoch_stamp(void);
@@ -658,12 +716,38 @@ void region__stripe_release(struct stripe *s);
 void region__stripe_wrlock(struct stripe *s);
 /* Drops it; frees what was retired long enough ago (after unlocking). */
 void region__stripe_wrunlock(struct stripe *s);
+/* region__stripe_record_hit() when the lane is full or about to be: it
+ * records and replays under a trylock. */
+void region__stripe_record_hit_slow(struct region *r, struct stripe *s,
+				    struct entry *e, uint64_t hash,
+				    uint64_t seq, unsigned slot);
 /* Records a hit on e (its key's hash) for a policy without access();
  * never blocks. seq: the stripe's reclaim count, read inside the epoch
- * section in which e was found (region__stripe_reclaims()). */
-void region__stripe_record_hit(struct region *r, struct stripe *s,
-			       struct entry *e, uint64_t hash, uint64_t seq,
-			       unsigned slot);
+ * section in which e was found (region__stripe_reclaims()). The common
+ * case inline: a few relaxed stores to the thread's own lane. */
+static inline void region__stripe_record_hit(struct region *r, struct stripe *s,
+					     struct entry *e, uint64_t hash,
+					     uint64_t seq, unsigned slot)
+{
+	struct lane *l = &s->lanes[slot];
+	uint64_t n = atomic_load_explicit(&l->n, memory_order_relaxed);
+
+	if (region__unlikely(n >= REGION_LANE_RECS - 1)) {
+		region__stripe_record_hit_slow(r, s, e, hash, seq, slot);
+		return;
+	}
+	if (n == 0)
+		atomic_store_explicit(&l->seq,
+				      slot == REGION_SHARED_SLOT ? LANE_SEQ_NONE
+								 : seq,
+				      memory_order_relaxed);
+	else if (seq != atomic_load_explicit(&l->seq, memory_order_relaxed))
+		atomic_store_explicit(&l->seq, LANE_SEQ_NONE,
+				      memory_order_relaxed);
+	atomic_store_explicit(&l->rec[n].e, e, memory_order_relaxed);
+	atomic_store_explicit(&l->rec[n].hash, hash, memory_order_relaxed);
+	atomic_store_explicit(&l->n, n + 1, memory_order_relaxed);
+}
 static inline uint64_t region__stripe_reclaims(const struct stripe *s)
 {
 	return atomic_load_explicit(&s->reclaims, memory_order_relaxed);
@@ -688,28 +772,10 @@ static inline void region__examined(struct stripe *s, uint64_t n)
 }
 
 /*
- * Are a[0..len) and b[0..len) equal? Inline word compares: the library
- * memcmp() through the PLT was 11% of a cache-resident hit.
- */
-static inline bool region__key_eq(const unsigned char *a,
-				  const unsigned char *b, size_t len)
-{
-	size_t i;
-
-	if (len < 8)
-		return memcmp(a, b, len) == 0;
-	for (i = 0; i + 8 < len; i += 8) {
-		if (region__rd64(a + i) != region__rd64(b + i))
-			return false;
-	}
-	/* the last 8 bytes, overlapping the previous word if need be */
-	return region__rd64(a + len - 8) == region__rd64(b + len - 8);
-}
-
-/*
  * Walks a chain for key. No hash is stored to filter on: klen, then the
  * key's last 8 bytes (keys that share a prefix, like file names, differ
- * there first), then the whole key.
+ * there first), then the words before them. Inline word compares: the
+ * library memcmp() through the PLT was 11% of a cache-resident hit.
  */
 static inline struct entry *region__chain_find(struct entry *e, const void *key,
 					       size_t klen)
@@ -727,9 +793,16 @@ static inline struct entry *region__chain_find(struct entry *e, const void *key,
 	}
 	tail = region__rd64(k + klen - 8);
 	for (; e; e = atomic_load_explicit(&e->hnext, memory_order_acquire)) {
-		if (e->klen == klen &&
-		    region__rd64(e->key + klen - 8) == tail &&
-		    region__key_eq(e->key, k, klen))
+		size_t i;
+
+		if (e->klen != klen || region__rd64(e->key + klen - 8) != tail)
+			continue;
+		/* the last 8 bytes are equal: the words before them */
+		for (i = 0; i + 8 < klen; i += 8) {
+			if (region__rd64(e->key + i) != region__rd64(k + i))
+				break;
+		}
+		if (i + 8 >= klen)
 			return e;
 	}
 	return NULL;
@@ -908,8 +981,6 @@ static inline unsigned region__tslot(void)
 	return v - 1;
 }
 
-#define REGION_SHARED_SLOT (REGION_STAT_SLOTS - 1) /* the one threads share */
-
 /* region__count() for a caller that has its thread's slot i at hand. */
 static inline void region__count_slot(struct region *r, unsigned i,
 				      enum region_stat id, uint64_t n)
@@ -963,6 +1034,109 @@ static inline void region__values_account(int64_t delta)
 			memory_order_relaxed); /* this thread's own slot */
 	else
 		atomic_fetch_add_explicit(c, delta, memory_order_relaxed);
+}
+
+/*
+ * Spare blocks (epoch.c). Every value and entry block goes through
+ * region__block_alloc() and region__block_free() with the size it was
+ * asked for. A thread keeps the blocks it frees, by size class (16c + 8
+ * bytes: what a glibc chunk of 16c + 16 holds, so that rounding a block
+ * up to its class costs no memory; rounding to 16c cost 16 bytes an
+ * entry, bench_memory) up to ~1 KiB and at most REGION_SPARE_BYTES in
+ * all, and hands them out again for its next values and entries, so that
+ * a miss that evicts neither mallocs nor frees: retired entries are freed
+ * in batches (epoch.c), which overflow glibc's per-thread cache (7 blocks
+ * a size) and cost ~400 instructions a miss in its arenas (callgrind,
+ * bench_engine mix48). Spare bytes count in region_values_bytes() (the
+ * memory the daemon limits: the sum over the epoch records, where each
+ * thread keeps its count) until they are reused or freed: when the
+ * thread exits (the epoch record's destructor: only threads with a record
+ * keep spares) and on region_destroy() for the calling thread. Under ASan
+ * a spare is poisoned, so a use after free is still reported.
+ */
+#define REGION_SPARE_QUANTUM 16
+#define REGION_SPARE_CLASSES 64		 /* blocks up to 1 KiB */
+#define REGION_SPARE_BYTES   (64 * 1024) /* per thread */
+
+struct region__spares {
+	void *head[REGION_SPARE_CLASSES]; /* singly linked through word 0 */
+	size_t bytes;
+};
+extern __thread struct region__spares region__spares
+	__attribute__((tls_model("initial-exec")));
+void region__spare_poison(void *p, size_t len, bool poison);
+/* Frees the calling thread's spare blocks. */
+void region__spares_flush(void);
+/* The spare bytes of all threads (epoch.c). */
+uint64_t region__spares_bytes(void);
+
+#if defined(__SANITIZE_ADDRESS__)
+#define REGION_SPARE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define REGION_SPARE_ASAN 1
+#endif
+#endif
+#ifndef REGION_SPARE_ASAN
+#define REGION_SPARE_ASAN 0
+#endif
+
+static inline size_t region__spare_class(size_t size)
+{
+	return (size + REGION_SPARE_QUANTUM / 2 - 1) / REGION_SPARE_QUANTUM;
+}
+
+/* The bytes of a block of class c. */
+static inline size_t region__spare_bytes(size_t c)
+{
+	return c * REGION_SPARE_QUANTUM + REGION_SPARE_QUANTUM / 2;
+}
+
+/* The owner's store of the spare byte count, which region_values_bytes()
+ * reads from the thread's epoch record. */
+static inline void region__spares_set(struct region__epoch_rec *rec,
+				      size_t bytes)
+{
+	region__spares.bytes = bytes;
+	atomic_store_explicit(&rec->spare_bytes, bytes, memory_order_relaxed);
+}
+
+/* A block of at least size bytes: a spare of its class, or malloc's. */
+static inline void *region__block_alloc(size_t size)
+{
+	size_t c = region__spare_class(size), b = region__spare_bytes(c);
+	void *p;
+
+	if (region__unlikely(c >= REGION_SPARE_CLASSES))
+		return malloc(size);
+	p = region__spares.head[c];
+	if (!p)
+		return malloc(b); /* the whole class: it may become a spare */
+	if (REGION_SPARE_ASAN)
+		region__spare_poison(p, b, false);
+	memcpy(&region__spares.head[c], p, sizeof(void *));
+	/* a spare was kept with a record, which the thread keeps */
+	region__spares_set(region__my_rec, region__spares.bytes - b);
+	return p;
+}
+
+/* Frees a block region__block_alloc(size) returned: keeps it as a spare
+ * if the thread has room (and an epoch record), else free(). */
+static inline void region__block_free(void *p, size_t size)
+{
+	size_t c = region__spare_class(size), b = region__spare_bytes(c);
+	struct region__epoch_rec *rec = region__my_rec;
+
+	if (c < REGION_SPARE_CLASSES &&
+	    region__spares.bytes + b <= REGION_SPARE_BYTES && rec) {
+		memcpy(p, &region__spares.head[c], sizeof(void *));
+		region__spares.head[c] = p;
+		region__spares_set(rec, region__spares.bytes + b);
+		if (REGION_SPARE_ASAN)
+			region__spare_poison(p, b, true);
+		return;
+	}
+	free(p);
 }
 
 /* Computes stripe quotas for limits spread over n stripes. */

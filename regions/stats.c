@@ -116,7 +116,7 @@ static void sum_gauges(struct region *r, struct region_stats *out)
 	for (i = 0; i < r->nstripes; i++) {
 		struct stripe *s = &r->stripes[i];
 
-		pthread_mutex_lock(&s->lock);
+		region__lock(&s->lock);
 		out->entries += s->nentries - s->stale_n;
 		out->bytes += s->bytes - s->stale_bytes;
 		out->flights += s->nflights;
@@ -126,7 +126,7 @@ static void sum_gauges(struct region *r, struct region_stats *out)
 			out->window_share += s->tlfu.wshare / r->nstripes;
 			out->sketch_resets += s->tlfu.sketch.resets;
 		}
-		pthread_mutex_unlock(&s->lock);
+		region__unlock(&s->lock);
 		mx = atomic_load_explicit(&s->max_examined,
 					  memory_order_relaxed);
 		if (mx > out->max_examined_per_hold)

@@ -47,8 +47,11 @@
  * than gettid()).
  */
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdlib.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -147,8 +150,8 @@ int region__stripe_init(struct stripe *s, const struct region_evict_ops *ops)
 		s->lanes = NULL;
 		return rc;
 	}
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->flight_cv, NULL);
+	atomic_init(&s->lock.w, 0);
+	atomic_init(&s->flight_seq, 0);
 	return 0;
 }
 
@@ -211,8 +214,6 @@ void region__stripe_release(struct stripe *s)
 		s->ops->release(s);
 	free(s->lanes);
 	s->lanes = NULL;
-	pthread_cond_destroy(&s->flight_cv);
-	pthread_mutex_destroy(&s->lock);
 }
 
 static void set_owner(struct stripe *s, bool mine)
@@ -249,17 +250,15 @@ static struct entry *find_hash_locked(struct stripe *s, uint64_t hash)
 	return NULL;
 }
 
-/* Replays a lane's buffered hits into the policy. Lock held. */
-static void replay_lane_locked(struct stripe *s, struct lane *l)
+/* Replays a lane's n > 0 buffered hits into the policy. Lock held. */
+__attribute__((noinline)) static void
+replay_lane_locked(struct stripe *s, struct lane *l, uint64_t n)
 {
-	uint64_t n = atomic_load_explicit(&l->n, memory_order_relaxed);
 	uint32_t gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
 	bool ptrs = atomic_load_explicit(&l->seq, memory_order_relaxed) ==
 		    region__stripe_reclaims(s);
 	uint64_t i;
 
-	if (n == 0)
-		return; /* most holds: leave the lane's line alone */
 	if (n > REGION_LANE_RECS)
 		n = REGION_LANE_RECS;
 	for (i = 0; i < n; i++) {
@@ -284,17 +283,48 @@ static void replay_lane_locked(struct stripe *s, struct lane *l)
 	atomic_store_explicit(&l->seq, LANE_SEQ_NONE, memory_order_relaxed);
 }
 
-static void lock_acquired(struct stripe *s)
+static inline void lock_acquired(struct stripe *s)
 {
+	struct lane *l;
+	uint64_t n;
+
 	set_owner(s, true);
 	s->examined = 0;
-	if (!s->ops->access)
-		replay_lane_locked(s, &s->lanes[region__tslot()]);
+	if (s->ops->access)
+		return;
+	l = &s->lanes[region__tslot()];
+	n = atomic_load_explicit(&l->n, memory_order_relaxed);
+	if (n) /* most holds: nothing buffered, the lane's line untouched */
+		replay_lane_locked(s, l, n);
+}
+
+/* ---- the stripe lock (region_int.h) ---- */
+
+void region__futex_wait(atomic_uint *word, unsigned val)
+{
+	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+void region__futex_wake_all(atomic_uint *word)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+void region__lock_slow(struct region_lock *l)
+{
+	/* mark it contended; whoever unlocks then wakes one sleeper */
+	while (atomic_exchange_explicit(&l->w, 2, memory_order_acquire) != 0)
+		syscall(SYS_futex, &l->w, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+}
+
+void region__lock_wake(struct region_lock *l)
+{
+	syscall(SYS_futex, &l->w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 void region__stripe_wrlock(struct stripe *s)
 {
-	pthread_mutex_lock(&s->lock);
+	region__lock(&s->lock);
 	lock_acquired(s);
 }
 
@@ -403,7 +433,7 @@ void region__stripe_wrunlock(struct stripe *s)
 				      memory_order_relaxed);
 	collect_locked(s, &ents, &tabs);
 	set_owner(s, false);
-	pthread_mutex_unlock(&s->lock);
+	region__unlock(&s->lock);
 	free_collected(ents, tabs); /* free() is not lock work */
 }
 
@@ -415,16 +445,16 @@ void region__stripe_reclaim(struct stripe *s)
 	region__stripe_wrunlock(s);
 }
 
-void region__stripe_record_hit(struct region *r, struct stripe *s,
-			       struct entry *e, uint64_t hash, uint64_t seq,
-			       unsigned slot)
+void region__stripe_record_hit_slow(struct region *r, struct stripe *s,
+				    struct entry *e, uint64_t hash,
+				    uint64_t seq, unsigned slot)
 {
 	struct lane *l = &s->lanes[slot];
 	uint64_t n = atomic_load_explicit(&l->n, memory_order_relaxed);
 
 	if (region__unlikely(n >= REGION_LANE_RECS)) {
 		/* full, and its last replay found the lock busy */
-		if (pthread_mutex_trylock(&s->lock) != 0) {
+		if (!region__trylock(&s->lock)) {
 			region__count_slot(r, slot, ST_UNRECORDED, 1);
 			return;
 		}
@@ -443,7 +473,7 @@ void region__stripe_record_hit(struct region *r, struct stripe *s,
 	atomic_store_explicit(&l->rec[n].e, e, memory_order_relaxed);
 	atomic_store_explicit(&l->rec[n].hash, hash, memory_order_relaxed);
 	atomic_store_explicit(&l->n, n + 1, memory_order_relaxed);
-	if (n + 1 == REGION_LANE_RECS && pthread_mutex_trylock(&s->lock) == 0) {
+	if (n + 1 == REGION_LANE_RECS && region__trylock(&s->lock)) {
 		lock_acquired(s);
 		region__stripe_wrunlock(s);
 	}
@@ -459,7 +489,7 @@ struct entry *region__entry_create(const void *key, size_t klen,
 	const void *p = region_value_data(v);
 	struct entry *e;
 
-	e = malloc(off + REGION_VALUE_HDR + data);
+	e = region__block_alloc(off + REGION_VALUE_HDR + data);
 	if (!e)
 		return NULL;
 	atomic_init(&e->hnext, NULL);
@@ -496,12 +526,11 @@ struct entry *region__entry_create(const void *key, size_t klen,
 void region__entry_discard(struct entry *e)
 {
 	struct region_value *c = region__entry_val(e);
+	size_t data =
+		c->kind == VALUE_EMBEDDED ? region__vlen(c) : REGION_VALUE_PTRS;
 
-	region__values_account(
-		-(int64_t)(REGION_VALUE_HDR + (c->kind == VALUE_EMBEDDED
-						       ? region__vlen(c)
-						       : REGION_VALUE_PTRS)));
-	free(e);
+	region__values_account(-(int64_t)(REGION_VALUE_HDR + data));
+	region__block_free(e, c->back + REGION_VALUE_HDR + data);
 }
 
 static void retire_table_locked(struct stripe *s, struct table *t)
@@ -602,11 +631,24 @@ static void maybe_resize_locked(struct stripe *s)
 	}
 }
 
+/* Is a migration running, or due (maybe_resize_locked()'s bounds)? */
+static inline bool table_work_locked(const struct stripe *s)
+{
+	const struct table *t =
+		atomic_load_explicit(&s->tab, memory_order_relaxed);
+	size_t nb = t->mask + 1;
+
+	return atomic_load_explicit(&s->old, memory_order_relaxed) ||
+	       s->nentries > nb ||
+	       (nb > STRIPE_MIN_BUCKETS && s->nentries < nb / 8);
+}
+
 void region__link_locked(struct stripe *s, struct entry *e, uint64_t hash,
 			 uint64_t now)
 {
 	region__assert_wrlocked(s);
-	region__migrate_step_locked(s);
+	if (table_work_locked(s))
+		region__migrate_step_locked(s);
 	e->install_ms = now;
 	atomic_store_explicit(&e->access_ms, now, memory_order_relaxed);
 	e->gen = atomic_load_explicit(&s->gen, memory_order_relaxed);

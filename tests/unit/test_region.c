@@ -93,6 +93,18 @@ static struct region_flight *must_miss(struct region *r, const char *key)
 	return fl;
 }
 
+/* must_miss() for a key of klen bytes. */
+static struct region_flight *must_miss_len(struct region *r, const char *key,
+					   size_t klen)
+{
+	struct region_value *v;
+	struct region_flight *fl;
+
+	assert_int_equal(region_get(r, key, klen, &v, &fl), REGION_LOAD);
+	assert_non_null(fl);
+	return fl;
+}
+
 /* Completes fl with a copy of s; drops the returned reference. */
 static void finish(struct region *r, struct region_flight *fl, const char *s)
 {
@@ -384,6 +396,39 @@ static void test_keys_are_bytes(void **state)
 	assert_false(region_contains(r, k1, 1));
 }
 
+/*
+ * Keys of one length that differ in a single byte, anywhere: a lookup
+ * compares the last 8 bytes first, then the words before them (lengths
+ * that are and are not multiples of 8, so that the words overlap).
+ */
+static void test_keys_differing_in_one_byte(void **state)
+{
+	static const size_t lens[] = {1, 7, 8, 9, 12, 16, 17, 24, 31, 40};
+	struct region *r = *state;
+	struct region_value *v;
+	char key[40], val[48];
+	size_t i, p;
+
+	for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		for (p = 0; p < lens[i]; p++) {
+			memset(key, 'k', lens[i]);
+			key[p] = 'x';
+			snprintf(val, sizeof(val), "%zu:%zu", lens[i], p);
+			finish(r, must_miss_len(r, key, lens[i]), val);
+		}
+		for (p = 0; p < lens[i]; p++) {
+			memset(key, 'k', lens[i]);
+			key[p] = 'x';
+			snprintf(val, sizeof(val), "%zu:%zu", lens[i], p);
+			assert_true(region_peek(r, key, lens[i], &v));
+			assert_true(value_is(v, val));
+			region_value_unref(v);
+		}
+		memset(key, 'k', lens[i]); /* the key they all differ from */
+		assert_false(region_contains(r, key, lens[i]));
+	}
+}
+
 static int load_ok(void *ctx, const void *key, size_t klen,
 		   struct region_value **out)
 {
@@ -519,6 +564,46 @@ static void test_large_value_is_cached_by_reference(void **state)
 	region_value_unref(h2);
 	region_unref(r);
 	assert_int_equal(region_values_bytes(), before);
+}
+
+/*
+ * A thread keeps the blocks it frees for reuse (spares): they count in
+ * region_values_bytes() while it keeps them, its next value reuses one,
+ * and they are freed, and uncounted, when it exits.
+ */
+struct spare_ctx {
+	struct region *r;
+	uint64_t before, kept, reused;
+};
+
+static void *spare_thread_main(void *arg)
+{
+	struct spare_ctx *c = arg;
+	struct region_value *v;
+
+	/* a read gives the thread its epoch record: spares need one */
+	(void)region_contains(c->r, "nothing", 7);
+	v = region_value_create("a value of some bytes", 21);
+	region_value_unref(v);
+	c->kept = region_values_bytes() - c->before;
+	v = region_value_create("a value of some bytes", 21);
+	c->reused = region_values_bytes() - c->before;
+	region_value_unref(v);
+	return NULL;
+}
+
+static void test_spare_blocks_are_counted_and_freed_at_exit(void **state)
+{
+	struct spare_ctx c = {.r = *state};
+	pthread_t tid;
+
+	c.before = region_values_bytes();
+	assert_int_equal(pthread_create(&tid, NULL, spare_thread_main, &c), 0);
+	pthread_join(tid, NULL);
+	/* a 36-byte header and 21 bytes: a spare of the 72-byte class */
+	assert_int_equal(c.kept, 72);
+	assert_int_equal(c.reused, 57); /* the spare, now a value again */
+	assert_int_equal(region_values_bytes(), c.before);
 }
 
 /* ---- pinned values ---------------------------------------------------- */
@@ -942,11 +1027,16 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keys_are_bytes, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_keys_differing_in_one_byte,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fetch_loads_once, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_error_is_not_cached, setup,
 						teardown),
 		cmocka_unit_test(test_large_value_is_cached_by_reference),
+		cmocka_unit_test_setup_teardown(
+			test_spare_blocks_are_counted_and_freed_at_exit, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(
 			test_too_big_value_is_served_not_cached, setup,
 			teardown),

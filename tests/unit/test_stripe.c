@@ -256,10 +256,10 @@ static void test_hits_take_no_lock(void **state)
 	(void)state;
 	put(r, "a", 1);
 	/* a writer holds the stripe: a hit must still be served */
-	pthread_mutex_lock(&s->lock);
+	region__lock(&s->lock);
 	assert_int_equal(region_get(r, "a", 1, &v, &fl), REGION_HIT);
 	region_value_unref(v);
-	pthread_mutex_unlock(&s->lock);
+	region__unlock(&s->lock);
 	region_unref(r);
 }
 
