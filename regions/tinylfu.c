@@ -51,8 +51,8 @@
  * the window ghost steps once per window insertion (a key rejected at the
  * window's end would have stayed in a window d entries larger for d more
  * insertions), the main ghost once per main eviction. Each remembers the
- * last capacity/2..capacity steps, as ARC's B1 and B2 together span up
- * to the cache size. Clocking the window ghost by its own additions
+ * last capacity/3..2 x capacity/3 steps (ARC's B1 and B2 together span up
+ * to the cache size). Clocking the window ghost by its own additions
  * (rejections, far fewer than insertions) let it remember keys a window
  * of the whole quota would not have kept, so it over-voted for a large
  * window: orm-busy 10 % ended with a share of 0.8-0.99 and 0.1151 misses,
@@ -61,11 +61,15 @@
  * then web12): ghosts of capacity/4 per generation clocked by additions,
  * 1 % window at start, 80 % protected (before): 0.4966 0.2276 0.1759
  * 0.1151 0.0486, 0.8370 0.5743 0.4175 0.2769 0.1975; the clocks, ghosts
- * of capacity/2, 10 % at start, 90 % protected (now): 0.4994 0.2288
- * 0.1755 0.1098 0.0472, 0.8365 0.5709 0.4147 0.2798 0.1972. Smaller
- * ghosts on the clocks (capacity/4) failed the pure recency pattern of
- * test_tinylfu (reuse at 80 % of the quota: the window never grew), and
- * unequal spans (window ghost twice main's) cost 3-7 % at 3-10 %.
+ * of capacity/2 per generation, 10 % at start, 90 % protected: 0.4994
+ * 0.2288 0.1755 0.1098 0.0472, 0.8365 0.5709 0.4147 0.2798 0.1972; with
+ * the victim choice above and ghosts of capacity/3 (now): 0.4978 0.2282
+ * 0.1718 0.1085 0.0473, 0.8364 0.5670 0.4124 0.2773 0.1956 (capacity/2:
+ * 0.4991 0.2291 0.1727 0.1084 0.0472, 0.8361 0.5679 0.4133 0.2767
+ * 0.1959). Smaller ghosts on the clocks (capacity/4) failed the pure
+ * recency pattern of test_tinylfu (reuse at 80 % of the quota: the window
+ * never grew), and unequal spans (window ghost twice main's) cost 3-7 %
+ * at 3-10 %.
  * Why not hill climbing: it was built first (Caffeine's constants: 6.25%
  * steps, 0.98 decay, restart at a 5-point jump, one sample per 10 x
  * capacity requests) and measured on orm-busy, whose hit rate swings by
@@ -125,12 +129,11 @@
  *
  * Memory: per entry one byte (entry.queue, shared with S3-FIFO) plus the
  * sketch, sized from the entries actually held (up to the entry quota):
- * 4..8 bytes per entry, plus the two ghost filters, 1.5 bytes per entry
- * of quota (6 bits x capacity/2 keys x 2 generations x 2 ghosts, sized
- * exactly: probes are mapped by a multiply, not a power-of-two mask).
- * bench_memory tinylfu, 1M entries: 106.2 bytes per entry beyond key and
- * value, 105.7 with the earlier ghosts of capacity/4 keys at 8 bits. No
- * per-key ghost nodes.
+ * 4..8 bytes per entry, plus the two ghost filters, 1 byte per entry of
+ * quota (6 bits x capacity/3 keys x 2 generations x 2 ghosts, sized
+ * exactly: probes are mapped by a multiply, not a power-of-two mask), as
+ * before the clocks (capacity/4 keys at 8 bits, rounded to a power of
+ * two). No per-key ghost nodes.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -295,7 +298,7 @@ static void ghostbf_release(struct region_ghostbf *g)
 /* Sizes g to remember about capacity keys; forgets. 0 or -ENOMEM. */
 static int ghostbf_size(struct region_ghostbf *g, uint64_t capacity)
 {
-	uint64_t gen_cap = capacity / 2 > 4 ? capacity / 2 : 4;
+	uint64_t gen_cap = capacity / 3 > 4 ? capacity / 3 : 4;
 	uint64_t words = (gen_cap * GHOST_BITS_PER_KEY + 63) / 64, *w;
 
 	if (words < GHOST_MIN_WORDS)

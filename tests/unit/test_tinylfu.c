@@ -359,9 +359,9 @@ static void test_long_scan_with_hot_reads_keeps_the_hot_set(void **state)
 /*
  * Recency: every key is read twice, 80 reads apart, in a region of 100.
  * A 10-entry window rejects each newcomer (seen once; victims twice),
- * and it comes back 70 window insertions later: within the window
- * ghost's span (50-100 insertions), so the ghost calls for a larger
- * window.
+ * and it comes back 30-70 window insertions later (fewer as more of the
+ * returning keys hit): mostly within the window ghost's span (the last
+ * 33-66 insertions), so the ghost calls for a larger window.
  */
 static void recency_phase(struct region *r, int from, int n)
 {
