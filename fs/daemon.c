@@ -460,16 +460,25 @@ static void *bg_main(void *arg)
  * An outside writer changed key (NULL: maybe every key) and the feed has
  * invalidated the cache: the name's inode stops being current, and the
  * kernel's entry for the name goes (for "every key", every region
- * directory's entry, which takes negative entries with it), kinval.c.
+ * directory's entry, which takes negative entries with it, and the entry
+ * of every key name the kernel may hold: a child entry that was in use
+ * while its directory's entry went stays otherwise), kinval.c.
  */
 static void feed_changed(const char *region, const void *key, size_t klen)
 {
 	rfs_inode_changed(region, key, klen);
 	rfs_names_changed(region, key, klen); /* negative notes */
-	if (key)
+	if (key) {
 		rfs_kinval_key(region, key, klen);
-	else
+	} else {
 		rfs_kinval_region(region);
+		/* a child entry in use while its directory's went survives */
+		if (rfs_inode_each_key(region, rfs_kinval_key))
+			rfs_log(RFS_LOG_WARNING,
+				"change feed: out of memory listing the names "
+				"the kernel holds; some may stay until their "
+				"entry timeout");
+	}
 }
 
 int rfs_bg_start(void)

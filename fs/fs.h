@@ -612,6 +612,17 @@ void rfs_inode_renamed(const char *region, const void *from, size_t flen,
  */
 void rfs_inode_changed(const char *region, const void *key, size_t klen);
 /*
+ * Calls fn(region, key, klen) for every key inode the kernel may hold an
+ * entry for (region NULL: in every region), from a copy of the names taken
+ * under the table lock, so fn may take it. For "every key changed": the
+ * kernel keeps a child entry that was in use while its directory's entry
+ * was invalidated, so each name is invalidated as well. -ENOMEM if the
+ * copy could not be made (nothing called), else 0.
+ */
+int rfs_inode_each_key(const char *region,
+		       void (*fn)(const char *region, const void *key,
+				  size_t klen));
+/*
  * A read-only open of key inode ino, which found v in the cache (v's load
  * serial is its tag, region_value_tag()). Decides what the handle serves:
  * *out gets a reference on that value, and *pcache says whether the kernel may keep

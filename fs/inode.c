@@ -1023,6 +1023,53 @@ void rfs_inode_changed(const char *region, const void *key, size_t klen)
 	table_unlock();
 }
 
+int rfs_inode_each_key(const char *region,
+		       void (*fn)(const char *region, const void *key,
+				  size_t klen))
+{
+	struct inode *n;
+	size_t i, cnt = 0, bytes = 0, off = 0;
+	size_t *lens;
+	char *names;
+
+	table_rdlock();
+	for (i = 0; i <= it.by_ino.mask; i++)
+		for (n = it.by_ino.b[i]; n; n = n->ino_next)
+			if (n->kind == RFS_I_KEY &&
+			    (!region || strcmp(n->name, region) == 0)) {
+				cnt++;
+				bytes += n->rlen + 1 + n->klen + 1;
+			}
+	lens = malloc((cnt ? cnt : 1) * 2 * sizeof(*lens));
+	names = malloc(bytes ? bytes : 1);
+	if (!lens || !names) {
+		table_unlock();
+		free(lens);
+		free(names);
+		return -ENOMEM;
+	}
+	cnt = 0;
+	for (i = 0; i <= it.by_ino.mask; i++)
+		for (n = it.by_ino.b[i]; n; n = n->ino_next)
+			if (n->kind == RFS_I_KEY &&
+			    (!region || strcmp(n->name, region) == 0)) {
+				memcpy(names + off, n->name,
+				       n->rlen + 1 + n->klen + 1);
+				lens[2 * cnt] = n->rlen;
+				lens[2 * cnt + 1] = n->klen;
+				off += n->rlen + 1 + n->klen + 1;
+				cnt++;
+			}
+	table_unlock();
+	for (i = 0, off = 0; i < cnt; i++) {
+		fn(names + off, names + off + lens[2 * i] + 1, lens[2 * i + 1]);
+		off += lens[2 * i] + 1 + lens[2 * i + 1] + 1;
+	}
+	free(lens);
+	free(names);
+	return 0;
+}
+
 /* ---- opens ---------------------------------------------------------------- */
 
 static bool value_is_row(const struct region_value *v,
