@@ -42,6 +42,14 @@ static uint32_t slot_used; /* M: slot_mu; bit i: slot i is owned */
 static pthread_key_t slot_key;
 static pthread_once_t slot_once = PTHREAD_ONCE_INIT;
 
+/*
+ * The thread exits. Its index is cleared too: another key's destructor
+ * (the epoch record's flushes the thread's cached value references, which
+ * may free values and count their bytes) can run after this one, and
+ * counting on the released index would be a plain load and store on a slot
+ * another thread may own by then, a lost update. Such a late count takes a
+ * slot again, and its setspecific makes this destructor run once more.
+ */
 static void slot_release(void *arg)
 {
 	unsigned v = (unsigned)(uintptr_t)arg;
@@ -49,6 +57,7 @@ static void slot_release(void *arg)
 	pthread_mutex_lock(&slot_mu);
 	slot_used &= ~(1u << (v - 1));
 	pthread_mutex_unlock(&slot_mu);
+	region__tslot_v = 0;
 }
 
 static void slot_key_init(void)
