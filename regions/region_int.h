@@ -716,6 +716,26 @@ void region__stripe_release(struct stripe *s);
 void region__stripe_wrlock(struct stripe *s);
 /* Drops it; frees what was retired long enough ago (after unlocking). */
 void region__stripe_wrunlock(struct stripe *s);
+/* Appends the hit on e as record n (< REGION_LANE_RECS) of lane l, the
+ * thread's own (slot): relaxed stores. A lane whose records span reclaims
+ * (or the shared lane) is marked LANE_SEQ_NONE: replayed by hash. */
+static inline void region__lane_append(struct lane *l, uint64_t n,
+				       struct entry *e, uint64_t hash,
+				       uint64_t seq, unsigned slot)
+{
+	if (n == 0)
+		atomic_store_explicit(&l->seq,
+				      slot == REGION_SHARED_SLOT ? LANE_SEQ_NONE
+								 : seq,
+				      memory_order_relaxed);
+	else if (seq != atomic_load_explicit(&l->seq, memory_order_relaxed))
+		atomic_store_explicit(&l->seq, LANE_SEQ_NONE,
+				      memory_order_relaxed);
+	atomic_store_explicit(&l->rec[n].e, e, memory_order_relaxed);
+	atomic_store_explicit(&l->rec[n].hash, hash, memory_order_relaxed);
+	atomic_store_explicit(&l->n, n + 1, memory_order_relaxed);
+}
+
 /* region__stripe_record_hit() when the lane is full or about to be: it
  * records and replays under a trylock. */
 void region__stripe_record_hit_slow(struct region *r, struct stripe *s,
@@ -736,17 +756,7 @@ static inline void region__stripe_record_hit(struct region *r, struct stripe *s,
 		region__stripe_record_hit_slow(r, s, e, hash, seq, slot);
 		return;
 	}
-	if (n == 0)
-		atomic_store_explicit(&l->seq,
-				      slot == REGION_SHARED_SLOT ? LANE_SEQ_NONE
-								 : seq,
-				      memory_order_relaxed);
-	else if (seq != atomic_load_explicit(&l->seq, memory_order_relaxed))
-		atomic_store_explicit(&l->seq, LANE_SEQ_NONE,
-				      memory_order_relaxed);
-	atomic_store_explicit(&l->rec[n].e, e, memory_order_relaxed);
-	atomic_store_explicit(&l->rec[n].hash, hash, memory_order_relaxed);
-	atomic_store_explicit(&l->n, n + 1, memory_order_relaxed);
+	region__lane_append(l, n, e, hash, seq, slot);
 }
 static inline uint64_t region__stripe_reclaims(const struct stripe *s)
 {

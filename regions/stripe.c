@@ -462,17 +462,7 @@ void region__stripe_record_hit_slow(struct region *r, struct stripe *s,
 		region__stripe_wrunlock(s);
 		n = 0;
 	}
-	if (n == 0)
-		atomic_store_explicit(&l->seq,
-				      slot == REGION_SHARED_SLOT ? LANE_SEQ_NONE
-								 : seq,
-				      memory_order_relaxed);
-	else if (seq != atomic_load_explicit(&l->seq, memory_order_relaxed))
-		atomic_store_explicit(&l->seq, LANE_SEQ_NONE,
-				      memory_order_relaxed);
-	atomic_store_explicit(&l->rec[n].e, e, memory_order_relaxed);
-	atomic_store_explicit(&l->rec[n].hash, hash, memory_order_relaxed);
-	atomic_store_explicit(&l->n, n + 1, memory_order_relaxed);
+	region__lane_append(l, n, e, hash, seq, slot);
 	if (n + 1 == REGION_LANE_RECS && region__trylock(&s->lock)) {
 		lock_acquired(s);
 		region__stripe_wrunlock(s);

@@ -426,6 +426,15 @@ rfs_wait_for()
 	"$@"
 }
 
+# rfs_poll_until WHAT CMD...: rfs_wait_for CMD..., and the test fails
+# with WHAT if CMD has not succeeded in its 10 s.
+rfs_poll_until()
+{
+	local what=$1
+	shift
+	rfs_wait_for "$@" || rfs_fail "$what: not visible after 10 s"
+}
+
 # rfs_helper VAR NAME: sets VAR to the path of the C helper program NAME,
 # found in one of the RFS_HELPERS directories.
 rfs_helper()

@@ -38,18 +38,6 @@ expect()
 	[ "$2" = "$3" ] || rfs_fail "$1: got '$2', want '$3'"
 }
 
-# poll_until WHAT CMD...: until CMD succeeds; 10 s is a failure bound.
-poll_until()
-{
-	local what=$1 i
-	shift
-	for ((i = 0; i < 2000; i++)); do
-		"$@" && return 0
-		sleep 0.005
-	done
-	rfs_fail "$what: not visible after 10 s"
-}
-
 is_size()
 {
 	[ "$(size "$1")" = "$2" ]
@@ -157,16 +145,16 @@ printf 'cached' >"$R/o" || rfs_fail "write o"
 expect "stat o" "$(size "$R/o")" 6
 expect "cat o" "$(cat "$R/o")" cached
 rfs_sql "UPDATE kv SET value = 'outside update' WHERE region = 'main' AND key = 'o'"
-poll_until "outside UPDATE in stat" is_size "$R/o" 14
+rfs_poll_until "outside UPDATE in stat" is_size "$R/o" 14
 expect "cat o after the outside update" "$(cat "$R/o")" "outside update"
 rfs_sql "DELETE FROM kv WHERE region = 'main' AND key = 'o'"
-poll_until "outside DELETE in stat" is_size "$R/o" none
+rfs_poll_until "outside DELETE in stat" is_size "$R/o" none
 cat "$R/o" 2>/dev/null && rfs_fail "o still reads after the outside DELETE"
 # a negative entry: looked up and missing, then inserted outside
 expect "stat n" "$(size "$R/n")" none
 expect "stat n again" "$(size "$R/n")" none
 rfs_sql "INSERT INTO kv(region, key, value) VALUES ('main', 'n', 'new key')"
-poll_until "outside INSERT after a failed lookup" is_size "$R/n" 7
+rfs_poll_until "outside INSERT after a failed lookup" is_size "$R/n" 7
 expect "cat n" "$(cat "$R/n")" "new key"
 rfs_ok "the sqlite3 shell's UPDATE, DELETE and INSERT (after ENOENT) show"
 
@@ -178,7 +166,7 @@ listed300()
 {
 	[ "$(find "$M/other" -mindepth 1 -maxdepth 1 -name 'l*' | wc -l)" = 300 ]
 }
-poll_until "300 keys inserted outside" listed300
+rfs_poll_until "300 keys inserted outside" listed300
 rfs_stat l0 "$S" lookups
 ls -l "$M/other" >"$RFS_TMP/ls.out" || rfs_fail "ls -l"
 rfs_stat l1 "$S" lookups
@@ -196,7 +184,7 @@ mode_is()
 {
 	[ "$(stat -c %a "$R/b")" = 600 ]
 }
-poll_until "the new mode after the reload" mode_is
+rfs_poll_until "the new mode after the reload" mode_is
 rfs_ok "a reload's new mode reaches cached key attributes"
 
 rfs_umount

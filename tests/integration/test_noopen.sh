@@ -31,18 +31,6 @@ expect()
 	[ "$2" = "$3" ] || rfs_fail "$1: got '$2', want '$3'"
 }
 
-# poll_until WHAT CMD...: until CMD succeeds; 10 s is a failure bound.
-poll_until()
-{
-	local what=$1 i
-	shift
-	for ((i = 0; i < 2000; i++)); do
-		"$@" && return 0
-		sleep 0.005
-	done
-	rfs_fail "$what: not visible after 10 s"
-}
-
 # requests OPCODE: how many requests with OPCODE the log holds so far.
 requests()
 {
@@ -88,22 +76,22 @@ rfs_stat r0 "$S" reads
 cat "$R/a" "$R/b" "$R/c" >/dev/null # page-cache hits: no READ
 rfs_sql "UPDATE kv SET value = 'outside update' WHERE region = 'main' AND key = 'a'"
 is_a() { [ "$(cat "$R/a")" = "outside update" ]; }
-poll_until "outside UPDATE of a" is_a
+rfs_poll_until "outside UPDATE of a" is_a
 expect "stat a" "$(stat -c %s "$R/a")" 14
 rfs_stat r1 "$S" reads
 [ "$r1" -gt "$r0" ] || rfs_fail "stats reads did not move ($r0 -> $r1): a stale snapshot"
 big 100000 | tr 0 x >"$RFS_TMP/b2"
 rfs_sql "UPDATE kv SET value = readfile('$RFS_TMP/b2') WHERE region = 'main' AND key = 'b'"
 is_b2() { cmp -s "$RFS_TMP/b2" "$R/b"; }
-poll_until "outside UPDATE of b (a new size)" is_b2
+rfs_poll_until "outside UPDATE of b (a new size)" is_b2
 expect "stat b" "$(stat -c %s "$R/b")" 100000
 rfs_sql "DELETE FROM kv WHERE region = 'main' AND key = 'c'"
 gone_c() { ! cat "$R/c" >/dev/null 2>&1; }
-poll_until "outside DELETE of c" gone_c
+rfs_poll_until "outside DELETE of c" gone_c
 cat "$R/n" 2>/dev/null && rfs_fail "n exists"
 rfs_sql "INSERT INTO kv(region, key, value) VALUES ('main', 'n', 'new key')"
 is_n() { [ "$(cat "$R/n" 2>/dev/null)" = "new key" ]; }
-poll_until "outside INSERT after a failed lookup" is_n
+rfs_poll_until "outside INSERT after a failed lookup" is_n
 rfs_stat e "$S" errors
 expect "errors" "$e" 0
 rfs_ok "outside UPDATE, resize, DELETE and INSERT show on -o ro within the bound"
