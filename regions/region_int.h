@@ -1062,7 +1062,8 @@ static inline void region__values_account(int64_t delta)
  * thread keeps its count) until they are reused or freed: when the
  * thread exits (the epoch record's destructor: only threads with a record
  * keep spares) and on region_destroy() for the calling thread. Under ASan
- * a spare is poisoned, so a use after free is still reported.
+ * a spare is poisoned past its link word, so a use after free is still
+ * reported.
  */
 #define REGION_SPARE_QUANTUM 16
 #define REGION_SPARE_CLASSES 64		 /* blocks up to 1 KiB */
