@@ -634,6 +634,33 @@ static void check_node_locked(const struct inode *n)
 	(void)n;
 }
 
+/*
+ * Inode ino with the table lock held shared and its node lock (*mu) held,
+ * or NULL, with neither held, if the daemon does not know ino. Ended by
+ * inode_leave().
+ */
+static struct inode *inode_enter(fuse_ino_t ino, pthread_mutex_t **mu)
+{
+	struct inode *n;
+
+	table_rdlock();
+	n = find_ino_locked(ino);
+	if (!n) {
+		table_unlock();
+		return NULL;
+	}
+	*mu = node_lock(n);
+	node_enter(*mu);
+	return n;
+}
+
+static void inode_leave(const struct inode *n, pthread_mutex_t *mu)
+{
+	check_node_locked(n);
+	node_leave(mu);
+	table_unlock();
+}
+
 /* ---- key lookups ---------------------------------------------------------- */
 
 static bool same_row(const struct store_meta *a, const struct store_meta *b)
@@ -1121,14 +1148,9 @@ int rfs_inode_open_read(fuse_ino_t ino, struct region_value *v,
 
 	*out = NULL;
 	*pcache = false;
-	table_rdlock();
-	n = find_ino_locked(ino);
-	if (!n) {
-		table_unlock();
+	n = inode_enter(ino, &mu);
+	if (!n)
 		return -ENOENT;
-	}
-	mu = node_lock(n);
-	node_enter(mu);
 	if (atomic_load(&n->cls) == RFS_K_PAGE) {
 		serve = n->draining ? NULL : page_value_locked(n, v);
 		if (serve)
@@ -1139,9 +1161,7 @@ int rfs_inode_open_read(fuse_ino_t ino, struct region_value *v,
 	reader_in_locked(n);
 	*pcache = serve != NULL;
 	*out = region_value_ref(serve ? serve : v);
-	check_node_locked(n);
-	node_leave(mu);
-	table_unlock();
+	inode_leave(n, mu);
 	return 0;
 }
 
@@ -1154,14 +1174,9 @@ int rfs_inode_kernel_value(fuse_ino_t ino, struct region_value *v,
 	int rc = 0;
 
 	*out = NULL;
-	table_rdlock();
-	n = find_ino_locked(ino);
-	if (!n) {
-		table_unlock();
+	n = inode_enter(ino, &mu);
+	if (!n)
 		return -ENOENT;
-	}
-	mu = node_lock(n);
-	node_enter(mu);
 	if (n->kpin)
 		serve = n->pval;
 	else if (!v)
@@ -1192,9 +1207,7 @@ int rfs_inode_kernel_value(fuse_ino_t ino, struct region_value *v,
 	}
 	if (!rc)
 		*out = region_value_ref(serve);
-	check_node_locked(n);
-	node_leave(mu);
-	table_unlock();
+	inode_leave(n, mu);
 	return rc;
 }
 
@@ -1310,19 +1323,14 @@ void rfs_inode_cleaned(fuse_ino_t ino, uint64_t gen)
 	pthread_mutex_t *mu;
 	struct inode *n;
 
-	table_rdlock();
-	n = find_ino_locked(ino);
-	if (n) {
-		mu = node_lock(n);
-		node_enter(mu);
-		/* nothing that can read opened it since the decision */
-		if (n->rgen == gen && !n->nreaders &&
-		    atomic_load(&n->cls) == RFS_K_WRITE)
-			n->pristine = true;
-		check_node_locked(n);
-		node_leave(mu);
-	}
-	table_unlock();
+	n = inode_enter(ino, &mu);
+	if (!n)
+		return;
+	/* nothing that can read opened it since the decision */
+	if (n->rgen == gen && !n->nreaders &&
+	    atomic_load(&n->cls) == RFS_K_WRITE)
+		n->pristine = true;
+	inode_leave(n, mu);
 }
 
 /* ---- write handles -------------------------------------------------------- */

@@ -584,7 +584,20 @@ static void test_large_value_is_cached_by_reference(void **state)
 struct spare_ctx {
 	struct region *r;
 	uint64_t before, kept, reused;
+	int leaks; /* test_spare_chain_is_not_a_leak */
 };
+
+/* Runs fn(c) in a new thread, which keeps spares until it exits; then
+ * every spare it kept is freed and uncounted. */
+static void spare_run(void *(*fn)(void *), struct spare_ctx *c)
+{
+	pthread_t tid;
+
+	c->before = region_values_bytes();
+	assert_int_equal(pthread_create(&tid, NULL, fn, c), 0);
+	pthread_join(tid, NULL);
+	assert_int_equal(region_values_bytes(), c->before);
+}
 
 static void *spare_thread_main(void *arg)
 {
@@ -605,15 +618,11 @@ static void *spare_thread_main(void *arg)
 static void test_spare_blocks_are_counted_and_freed_at_exit(void **state)
 {
 	struct spare_ctx c = {.r = *state};
-	pthread_t tid;
 
-	c.before = region_values_bytes();
-	assert_int_equal(pthread_create(&tid, NULL, spare_thread_main, &c), 0);
-	pthread_join(tid, NULL);
+	spare_run(spare_thread_main, &c);
 	/* a 36-byte header and 21 bytes: a spare of the 72-byte class */
 	assert_int_equal(c.kept, 72);
 	assert_int_equal(c.reused, 57); /* the spare, now a value again */
-	assert_int_equal(region_values_bytes(), c.before);
 }
 
 /*
@@ -624,15 +633,9 @@ static void test_spare_blocks_are_counted_and_freed_at_exit(void **state)
  * the thread holds three spares of one class (without ASan: nothing to
  * check).
  */
-struct spare_chain_ctx {
-	struct region *r;
-	int leaks;
-	uint64_t before;
-};
-
 static void *spare_chain_main(void *arg)
 {
-	struct spare_chain_ctx *c = arg;
+	struct spare_ctx *c = arg;
 	struct region_value *v[3];
 	int i;
 
@@ -652,14 +655,10 @@ static void *spare_chain_main(void *arg)
 
 static void test_spare_chain_is_not_a_leak(void **state)
 {
-	struct spare_chain_ctx c = {.r = *state};
-	pthread_t tid;
+	struct spare_ctx c = {.r = *state};
 
-	c.before = region_values_bytes();
-	assert_int_equal(pthread_create(&tid, NULL, spare_chain_main, &c), 0);
-	pthread_join(tid, NULL);
+	spare_run(spare_chain_main, &c);
 	assert_int_equal(c.leaks, 0);
-	assert_int_equal(region_values_bytes(), c.before);
 }
 
 /* ---- pinned values ---------------------------------------------------- */
