@@ -24,7 +24,9 @@
  * COMMIT (group commit), then wakes every caller. While a batch commits,
  * new callers queue up, so the batch grows with the load: with 8
  * writers, far fewer commits than puts (stress_store prints the
- * figures). Reads never wait for the writer: each
+ * figures); a durable batch first waits briefly for the callers the
+ * last one served, so that N writers in a loop share one fsync rather
+ * than two (batch_gather_locked()). Reads never wait for the writer: each
  * thread reads through its own read-only connection (WAL readers see the
  * last committed snapshot), found through a per-store pthread key whose
  * destructor hands the connection back to the store's pool when the thread
@@ -102,6 +104,8 @@
 #define WRITER_CACHE_KB 16384	 /* page cache of the write connection */
 #define READER_CACHE_KB 2048	 /* page cache of each read connection */
 #define WAL_LIMIT_BYTES 67108864 /* WAL truncated to this after checkpoint */
+#define GATHER_MAX_NS	3000000	 /* a durable batch waits for peers at most */
+#define GATHER_MAX_OPS	64	 /* nor for more ops than this */
 
 enum op_kind { OP_PUT, OP_DELETE, OP_RENAME, OP_SYNC, OP_PRUNE };
 
@@ -1337,6 +1341,7 @@ static int sync_mode(struct store *st, bool full)
 static void batch_run_once(struct store *st, struct op *batch)
 {
 	int changes0 = sqlite3_total_changes(st->wdb);
+	int64_t t0 = store__now_ns(), t;
 	struct batch_info bi;
 	int rc = 0;
 
@@ -1356,6 +1361,12 @@ static void batch_run_once(struct store *st, struct op *batch)
 				st->sync_full);
 	if (rc)
 		batch_fail(st, batch, rc, false);
+	if (rc == 0 && bi.nwrites && st->sync_full) {
+		/* what a batch that waits for peers saves: batch_gather_locked */
+		t = store__now_ns() - t0;
+		st->durable_ns =
+			st->durable_ns ? (7 * st->durable_ns + t) / 8 : t;
+	}
 }
 
 /* ---- the disk-full reserve ------------------------------------------------ */
@@ -1486,9 +1497,81 @@ static struct op *take_batch_locked(struct store *st)
 	return batch;
 }
 
+static unsigned chain_len(const struct op *op)
+{
+	unsigned n = 0;
+
+	for (; op; op = op->next)
+		n++;
+	return n;
+}
+
+/* Does the batch fsync when it commits (synchronous=FULL, or a sync)? */
+static bool batch_durable(const struct store *st, const struct op *batch)
+{
+	for (; batch; batch = batch->next)
+		if (st->durable || batch->kind == OP_SYNC ||
+		    (batch->flags & STORE_DURABLE))
+			return true;
+	return false;
+}
+
+/*
+ * Before a durable batch runs: waits, at most half of what a durable
+ * batch takes (GATHER_MAX_NS at most), until it holds group_target ops,
+ * taking the ops queued meanwhile into it. group_target is the size of
+ * the last durable batch plus the ops that queued while it ran: the
+ * callers that will be back soon. Without the wait, a closed loop of N
+ * writers settles into alternating batches (one caller finds the writer
+ * idle and commits alone, the others queue behind its fsync and form
+ * the next batch, while it comes back and queues behind theirs): about
+ * two fsyncs for N changes. With it, the N share one (measured: 4
+ * writers of a durable region, 512 commits for 1,000 creates before,
+ * ~260 after). One writer never waits (its target is 1); a target that
+ * no longer comes costs one bounded wait, after which it is relearned.
+ * lock held, by the thread that took the batch (busy).
+ */
+static void batch_gather_locked(struct store *st, struct op *batch)
+{
+	int64_t bound = st->durable_ns / 2, deadline;
+	unsigned n = chain_len(batch);
+	struct op *last = batch;
+	struct timespec ts;
+
+	if (n >= st->group_target || bound <= 0 || !batch_durable(st, batch))
+		return;
+	deadline = store__now_ns() +
+		   (bound < GATHER_MAX_NS ? bound : GATHER_MAX_NS);
+	ts.tv_sec = deadline / 1000000000;
+	ts.tv_nsec = deadline % 1000000000;
+	while (last->next)
+		last = last->next;
+	st->gathering = true;
+	for (;;) {
+		if (st->queue) {
+			last->next = st->queue;
+			for (; last->next; last = last->next)
+				n++;
+			st->queue = NULL;
+			st->tail = &st->queue;
+		}
+		if (n >= st->group_target || st->stopping ||
+		    pthread_cond_timedwait(&st->gather, &st->lock, &ts) ==
+			    ETIMEDOUT)
+			break;
+	}
+	st->gathering = false;
+	if (st->queue) { /* queued after the last look */
+		last->next = st->queue;
+		st->queue = NULL;
+		st->tail = &st->queue;
+	}
+}
+
 /* Publishes a run batch's counters and wakes its callers. lock held. */
 static void batch_done_locked(struct store *st, struct op *batch)
 {
+	unsigned target;
 	struct op *op, *next;
 
 	/* every published counter only grows, max_batch too (a gauge that
@@ -1499,6 +1582,11 @@ static void batch_done_locked(struct store *st, struct op *batch)
 #undef STORE_STAT_GROWS
 	assert(st->wstats.max_batch >= st->stats.max_batch);
 	st->stats = st->wstats;
+	if (batch_durable(st, batch)) {
+		target = chain_len(batch) + chain_len(st->queue);
+		st->group_target =
+			target < GATHER_MAX_OPS ? target : GATHER_MAX_OPS;
+	}
 	for (op = batch; op; op = next) {
 		next = op->next; /* op dies once its caller wakes */
 		op->done = true;
@@ -1521,6 +1609,7 @@ static void *writer_main(void *arg)
 		batch = take_batch_locked(st);
 		if (!batch)
 			break; /* stopping, and nothing left to commit */
+		batch_gather_locked(st, batch);
 		pthread_mutex_unlock(&st->lock);
 
 		batch_run(st, batch);
@@ -1565,12 +1654,15 @@ static int submit(struct store *st, struct op *op)
 		 * the writer thread runs: group commit as before.
 		 */
 		take_batch_locked(st);
+		batch_gather_locked(st, op);
 		pthread_mutex_unlock(&st->lock);
 		batch_run(st, op);
 		pthread_mutex_lock(&st->lock);
 		batch_done_locked(st, op);
 	} else if (!st->busy) {
 		pthread_cond_signal(&st->wake);
+	} else if (st->gathering) {
+		pthread_cond_signal(&st->gather);
 	}
 	while (!op->done)
 		pthread_cond_wait(&op->cond, &st->lock);
@@ -1693,6 +1785,20 @@ static void sq_stats(struct store *st, struct store_stats *out)
 
 /* ---- open and close ------------------------------------------------------- */
 
+/* st->gather, whose waits have CLOCK_MONOTONIC deadlines. */
+static int gather_cond_init(struct store *st)
+{
+	pthread_condattr_t a;
+	int rc = pthread_condattr_init(&a);
+
+	if (rc == 0)
+		rc = pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	if (rc == 0)
+		rc = pthread_cond_init(&st->gather, &a);
+	pthread_condattr_destroy(&a);
+	return rc;
+}
+
 /*
  * Fills the immutable fields and the locks. With USE_URI builds (Debian)
  * SQLite would read a path starting with "file:" as a URI: "./" avoids it.
@@ -1730,7 +1836,7 @@ static int store_init(struct store *st, const char *path,
 	if (!st->ranges)
 		return -ENOMEM;
 	if (pthread_mutex_init(&st->lock, NULL) ||
-	    pthread_cond_init(&st->wake, NULL) ||
+	    pthread_cond_init(&st->wake, NULL) || gather_cond_init(st) ||
 	    pthread_mutex_init(&st->ranges_lock, NULL) ||
 	    pthread_mutex_init(&st->pool_lock, NULL))
 		return -ENOMEM; /* glibc's inits cannot fail */
@@ -1810,6 +1916,7 @@ static void sq_close(struct store *st)
 	if (st->locks_ok) {
 		pthread_mutex_destroy(&st->lock);
 		pthread_cond_destroy(&st->wake);
+		pthread_cond_destroy(&st->gather);
 		pthread_mutex_destroy(&st->ranges_lock);
 		pthread_mutex_destroy(&st->pool_lock);
 	}

@@ -120,6 +120,7 @@ struct store {
 	int64_t reserve_tried;	   /* CLOCK_MONOTONIC ns of the last attempt */
 	bool reserve_spent;	   /* released for a full disk, not made
 				    * again yet */
+	int64_t durable_ns;	   /* a durable batch's time, moving average */
 	bool puts_held;		   /* this batch: the reserve is spent and
 				    * cannot be made, puts get ENOSPC */
 
@@ -128,6 +129,10 @@ struct store {
 	struct op *queue;	  /* L: lock */
 	struct op **tail;	  /* L: lock */
 	bool busy;		  /* L: lock; a batch is running */
+	pthread_cond_t gather;	  /* a durable batch waits for peers */
+	bool gathering;		  /* L: lock; one waits on gather */
+	unsigned group_target;	  /* L: lock; ops a durable batch waits
+				   * for (sqlite.c, batch_gather_locked) */
 	bool stopping;		  /* L: lock */
 	struct store_stats stats; /* L: lock */
 
