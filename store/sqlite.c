@@ -1525,9 +1525,9 @@ static bool batch_durable(const struct store *st, const struct op *batch)
  * writers settles into alternating batches (one caller finds the writer
  * idle and commits alone, the others queue behind its fsync and form
  * the next batch, while it comes back and queues behind theirs): about
- * two fsyncs for N changes. With it, the N share one (measured: 4
- * writers of a durable region, 512 commits for 1,000 creates before,
- * ~260 after). One writer never waits (its target is 1); a target that
+ * two fsyncs for N changes. With it, the N mostly share one (4
+ * writers of a durable region: 510-560 commits for 1,000 creates before,
+ * 300-380 after). One writer never waits (its target is 1); a target that
  * no longer comes costs one bounded wait, after which it is relearned.
  * lock held, by the thread that took the batch (busy).
  */
