@@ -1005,8 +1005,9 @@ static const char *op_name(const struct op *op)
 /* Prepares the writer's statements on a fresh connection. */
 static int writer_prepare(struct pg_store *ps)
 {
-	static const int idx[] = {PQ_PUT,     PQ_DELETE, PQ_DELETE_VERSION,
-				  PQ_VERSION, PQ_RENAME, PQ_PRUNE};
+	static const int idx[] = {PQ_PUT,     PQ_DELETE,      PQ_DELETE_VERSION,
+				  PQ_VERSION, PQ_RENAME,      PQ_PRUNE,
+				  PQ_XID,     PQ_XID_DURABLE, PQ_BELL};
 	PGresult *r;
 	size_t i;
 	int k;
@@ -1047,6 +1048,7 @@ static int writer_connect(struct pg_store *ps, int64_t deadline)
 		PQfinish(ps->w.c);
 		ps->w.c = NULL;
 		ps->w.prepared = 0;
+		ps->bell_results = 0;
 	}
 	for (;;) {
 		err = conn_ensure(ps, &ps->w, CONN_WRITER, "connect");
@@ -1066,23 +1068,16 @@ static int writer_connect(struct pg_store *ps, int64_t deadline)
 /* The doorbell: its own small asynchronous transaction after a commit. */
 static void ring(struct pg_store *ps)
 {
-	char sql[160];
-	PGresult *r = NULL;
+	const char *bv[1] = {ps->origin};
+	PGresult *r = PQexecPrepared(ps->w.c, pg_stmts[PQ_BELL].name, 1, bv,
+				     NULL, NULL, 0);
 
-	snprintf(sql, sizeof(sql),
-		 "BEGIN; SET LOCAL synchronous_commit = off; "
-		 "SELECT pg_notify('" PG_CHANNEL "', '%s'); COMMIT",
-		 ps->origin);
-	if (exec_cmd(ps->w.c, sql, &r) == 0) {
-		atomic_fetch_add_explicit(&ps->bells_sent, 1,
-					  memory_order_relaxed);
-		return;
-	}
 	/* counted, never a write error; a lost connection is seen later */
-	atomic_fetch_add_explicit(&ps->bells_failed, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(r && PQresultStatus(r) == PGRES_TUPLES_OK
+					  ? &ps->bells_sent
+					  : &ps->bells_failed,
+				  1, memory_order_relaxed);
 	PQclear(r);
-	if (PQtransactionStatus(ps->w.c) == PQTRANS_INERROR)
-		PQclear(PQexec(ps->w.c, "ROLLBACK"));
 }
 
 /* What a batch holds. */
@@ -1234,81 +1229,97 @@ static PGresult *pipe_result(PGconn *c)
 }
 
 /*
- * Reads what the last pipelined batch left unread, its doorbell's
- * results and the sync, and leaves pipeline mode. A connection that broke
- * meanwhile is seen by writer_connect().
+ * Reads results up to the next pipeline sync: true at the sync, false
+ * when the connection broke first; *err takes the first error result on
+ * the way (the caller's to clear), others are dropped.
  */
-static void pipe_finish(struct pg_store *ps)
+static bool pipe_to_sync(PGconn *c, PGresult **err)
 {
-	PGconn *c = ps->w.c;
-	bool ok = true;
 	PGresult *r;
-	unsigned i;
 
-	if (!ps->bell_results)
-		return;
-	for (i = 0; i < ps->bell_results; i++) {
-		r = pipe_result(c);
-		ok &= r && (PQresultStatus(r) == PGRES_COMMAND_OK ||
-			    PQresultStatus(r) == PGRES_TUPLES_OK);
-		PQclear(r);
+	while (PQstatus(c) == CONNECTION_OK) {
+		r = PQgetResult(c);
+		if (!r)
+			continue;
+		if (PQresultStatus(r) == PGRES_PIPELINE_SYNC) {
+			PQclear(r);
+			return true;
+		}
+		if (PQresultStatus(r) == PGRES_FATAL_ERROR && err && !*err)
+			*err = r;
+		else
+			PQclear(r);
 	}
-	ps->bell_results = 0;
-	if (!ok) /* counted as sent when it was (batch_pipe()) */
-		atomic_fetch_add_explicit(&ps->bells_failed, 1,
-					  memory_order_relaxed);
-	if (PQstatus(c) != CONNECTION_OK)
-		return;
-	r = PQgetResult(c); /* the sync */
-	PQclear(r);
-	PQexitPipelineMode(c);
-	if (PQtransactionStatus(c) == PQTRANS_INERROR) /* a failed bell */
-		PQclear(PQexec(c, "ROLLBACK"));
+	return false;
 }
 
 /*
- * BEGIN, every op, COMMIT and the doorbell's transaction, sent at once
- * (libpq pipeline mode), then their results read in order: one round
- * trip per batch instead of one per statement (writer_connect() first
- * reads what a connection closed while idle left, so a restart costs a
- * reconnect, not an unknown outcome). The server runs them in
- * order, so the doorbell's transaction starts only after the data COMMIT
- * returned; an error skips everything after it up to the sync, doorbell
- * included. Same contract as batch_attempt(); *rang: the doorbell was
- * tried (counted).
+ * Reads the result of the last pipelined batch's doorbell and the sync
+ * after it; false if the connection broke (seen by writer_connect()).
+ */
+static bool bell_read(struct pg_store *ps)
+{
+	PGconn *c = ps->w.c;
+	PGresult *r = PQgetResult(c), *err = NULL;
+	bool ok = r && PQresultStatus(r) == PGRES_TUPLES_OK, up;
+
+	PQclear(r);
+	up = pipe_to_sync(c, &err);
+	if (!ok || err) /* counted as sent (batch_pipe()) */
+		atomic_fetch_add_explicit(&ps->bells_failed, 1,
+					  memory_order_relaxed);
+	PQclear(err);
+	return up;
+}
+
+/* Reads what the last pipelined batch left unread; leaves pipeline mode. */
+static void pipe_finish(struct pg_store *ps)
+{
+	if (!ps->bell_results)
+		return;
+	ps->bell_results = 0;
+	if (bell_read(ps))
+		PQexitPipelineMode(ps->w.c);
+}
+
+/*
+ * The batch and its doorbell, sent at once (libpq pipeline mode), then
+ * their results read in order: one round trip per batch. Two implicit
+ * transactions, each ended by a pipeline sync, which commits it: the
+ * data (PQ_XID or PQ_XID_DURABLE, then every op) and after it the
+ * doorbell (PQ_BELL). Three statements for a lone op, where BEGIN, SET
+ * LOCAL, the xid, the op, COMMIT and the bell were six (measured with
+ * 1 writer: tests/pg/run_bench_pg.sh, ratio_w1). The server runs them in
+ * order, so the doorbell's transaction starts only after the data's
+ * commit returned; an error skips the rest of its transaction, and an
+ * error reported at the first sync is a failed commit (nothing stored).
+ * writer_connect() first reads what a connection closed while idle left,
+ * so a restart costs a reconnect, not an unknown outcome. Same contract
+ * as batch_attempt().
  */
 static int batch_pipe(struct pg_store *ps, struct op *batch,
 		      const struct batch_info *bi, int64_t t0, PGresult **fr,
 		      struct op **failed, bool *at_commit, bool *woken)
 {
-	bool durable = bi->durable;
-	static const char *const bell_sql[] = {
-		"BEGIN",
-		"SET LOCAL synchronous_commit = off",
-		"SELECT pg_notify('" PG_CHANNEL "', $1)",
-		"COMMIT",
-	};
-	/* a session that commits asynchronously already: the notification
-	 * alone, in the implicit transaction the sync ends */
-	unsigned b0 = ps->durable ? 0 : 2, b1 = ps->durable ? 4 : 3;
+	int first = bi->durable && !ps->durable ? PQ_XID_DURABLE : PQ_XID;
 	const char *bv[1] = {ps->origin};
 	PGconn *c = ps->w.c;
+	/* behind the last batch's doorbell, its result still unread */
+	bool behind =
+		ps->bell_results && PQpipelineStatus(c) != PQ_PIPELINE_OFF;
+	unsigned syncs = 0; /* read so far, of 2 */
 	uint64_t xid = 0;
 	struct op_params p;
 	int64_t now = wall_ns();
-	bool sent = true;
+	bool sent;
 	struct op *op;
 	PGresult *r;
-	size_t i;
 
-	if (!PQenterPipelineMode(c))
+	ps->bell_results = 0;
+	if (!behind && !PQenterPipelineMode(c))
 		return -EAGAIN; /* the caller goes on without the pipeline */
-	sent = PQsendQueryParams(c, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) == 1;
-	if (sent && durable && !ps->durable)
-		sent = PQsendQueryParams(c, "SET LOCAL synchronous_commit = on",
-					 0, NULL, NULL, NULL, NULL, 0) == 1;
-	sent = sent &&
-	       PQsendQueryParams(c, XID_SQL, 0, NULL, NULL, NULL, NULL, 0) == 1;
+	sent = PQsendQueryPrepared(c, pg_stmts[first].name, 0, NULL, NULL, NULL,
+				   0) == 1;
 	for (op = batch; op && sent; op = op->next) {
 		if (op->final)
 			continue;
@@ -1317,30 +1328,27 @@ static int batch_pipe(struct pg_store *ps, struct op *batch,
 		sent = PQsendQueryPrepared(c, pg_stmts[p.idx].name, p.n, p.vals,
 					   p.lens, p.fmts, 1) == 1;
 	}
-	sent = sent && PQsendQueryParams(c, "COMMIT", 0, NULL, NULL, NULL, NULL,
-					 0) == 1;
-	for (i = b0; sent && i < b1; i++)
-		sent = PQsendQueryParams(c, bell_sql[i], i == 2 ? 1 : 0, NULL,
-					 i == 2 ? bv : NULL, NULL, NULL,
-					 0) == 1;
-	sent = sent && PQpipelineSync(c) == 1;
+	sent = sent && PQpipelineSync(c) == 1 &&
+	       PQsendQueryPrepared(c, pg_stmts[PQ_BELL].name, 1, bv, NULL, NULL,
+				   0) == 1 &&
+	       PQpipelineSync(c) == 1;
 	*at_commit = true;
 	if (!sent) { /* the connection broke while sending */
 		*fr = NULL;
 		return -EIO;
 	}
-	for (i = 0; i < (durable && !ps->durable ? 3u : 2u); i++) {
-		r = pipe_result(c); /* BEGIN, SET LOCAL, the xid */
-		if (!r || (PQresultStatus(r) != PGRES_COMMAND_OK &&
-			   PQresultStatus(r) != PGRES_TUPLES_OK)) {
-			*at_commit = !r; /* a lost connection: unknown */
-			*fr = r;
-			goto drain;
-		}
-		if (PQresultStatus(r) == PGRES_TUPLES_OK)
-			xid = xid_of(r);
-		PQclear(r);
+	if (behind && !bell_read(ps)) {
+		*fr = NULL; /* the connection broke: unknown */
+		return -EIO;
 	}
+	r = pipe_result(c); /* the xid */
+	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK) {
+		*at_commit = !r; /* a lost connection: unknown */
+		*fr = r;
+		goto drain;
+	}
+	xid = xid_of(r);
+	PQclear(r);
 	for (op = batch; op; op = op->next) {
 		if (op->final)
 			continue;
@@ -1363,39 +1371,26 @@ static int batch_pipe(struct pg_store *ps, struct op *batch,
 		}
 		PQclear(r);
 	}
-	r = pipe_result(c); /* COMMIT */
-	if (!r || PQresultStatus(r) != PGRES_COMMAND_OK) {
-		*fr = r;
+	/* the commit: the sync, or an error before it (nothing stored) */
+	syncs = pipe_to_sync(c, fr) ? 1 : 0;
+	if (!syncs || *fr)
 		goto drain;
-	}
-	PQclear(r);
 	xid_committed(ps, xid);
 	/* committed, and the doorbell is on its way: the callers go now
-	 * (their ops die with them); its results are read by the next user
+	 * (their ops die with them); its result is read by the next user
 	 * of the connection (pipe_finish()), so that a caller that ran the
-	 * batch itself does not wait for them either */
+	 * batch itself does not wait for it either */
 	batch_committed(ps, batch, bi, t0);
 	*woken = true;
-	ps->bell_results = b1 - b0;
+	ps->bell_results = 1;
 	atomic_fetch_add_explicit(&ps->bells_sent, 1, memory_order_relaxed);
 	return 0;
 drain:
-	/* skip to the sync; a broken connection ends it early */
-	while (PQstatus(c) == CONNECTION_OK) {
-		r = PQgetResult(c);
-		if (!r)
-			continue;
-		if (PQresultStatus(r) == PGRES_PIPELINE_SYNC) {
-			PQclear(r);
-			break;
-		}
-		PQclear(r);
-	}
-	if (PQstatus(c) == CONNECTION_OK) {
+	/* skip to the last sync; a broken connection ends it early */
+	while (syncs < 2 && pipe_to_sync(c, NULL))
+		syncs++;
+	if (PQstatus(c) == CONNECTION_OK)
 		PQexitPipelineMode(c);
-		if (PQtransactionStatus(c) == PQTRANS_INERROR)
-			PQclear(PQexec(c, "ROLLBACK"));
-	}
 	return -EIO;
 }
 
@@ -1510,7 +1505,12 @@ static bool batch_run(struct pg_store *ps, struct op *batch)
 		op->final = false;
 		op->rc = 0;
 	}
-	pipe_finish(ps);
+	/* a batch that can be pipelined is sent behind the last batch's
+	 * doorbell, whose result batch_pipe() reads after sending it: no
+	 * wait for that result first */
+	if (!(ps->bell_results && bi.nwrites && pipe_ok(batch) &&
+	      PQconsumeInput(ps->w.c) && PQstatus(ps->w.c) == CONNECTION_OK))
+		pipe_finish(ps);
 	err = writer_connect(ps, deadline);
 	if (err) {
 		batch_fail(batch, err);

@@ -171,6 +171,9 @@ enum {
 	PQ_VERSION,
 	PQ_RENAME,
 	PQ_PRUNE,
+	PQ_XID,
+	PQ_XID_DURABLE,
+	PQ_BELL,
 	/* the feed (LISTEN) connection */
 	PQ_SNAP,
 	PQ_FIRST,
@@ -251,6 +254,28 @@ static const struct pg_stmt pg_stmts[PQ_NSTMT] = {
 		      "greatest(pruned_upto, (SELECT max(xid) FROM d)) "
 		      "WHERE EXISTS (SELECT 1 FROM d)",
 		      1},
+	/*
+	 * The first statement of a pipelined batch (pg.c, batch_pipe()),
+	 * which runs in the implicit transaction its pipeline sync commits:
+	 * the transaction's id, as text, and for a durable batch of a
+	 * session that commits asynchronously, a synchronous commit (for
+	 * this transaction only; read when it commits).
+	 */
+	[PQ_XID] = {"rfs_xid", "SELECT pg_current_xact_id()::text", 0},
+	[PQ_XID_DURABLE] = {"rfs_xid_durable",
+			    "SELECT pg_current_xact_id()::text, "
+			    "set_config('synchronous_commit', 'on', true)",
+			    0},
+	/*
+	 * The doorbell, payload $1 our origin: a transaction of its own
+	 * after the data's commit, committed asynchronously whatever the
+	 * session's setting (a notifying commit holds a cluster-wide lock
+	 * through its WAL flush; the bell is only a hint).
+	 */
+	[PQ_BELL] = {"rfs_bell",
+		     "SELECT pg_notify('" PG_CHANNEL "', $1), "
+		     "set_config('synchronous_commit', 'off', true)",
+		     1},
 	/* a pass's target snapshot, the log's head, the NOTIFY queue */
 	[PQ_SNAP] = {"rfs_snap",
 		     "SELECT pg_current_snapshot()::text, "

@@ -592,6 +592,108 @@ static void test_op_fails_alone(void **state)
 }
 
 /*
+ * A batch whose commit fails (an outside deferred constraint trigger
+ * refuses value 'late' at commit, after every statement of the batch
+ * succeeded) fails, stores nothing, and leaves the writer's connection
+ * ready for the next batch: a pipelined batch commits at its pipeline
+ * sync, and an error there is a failed commit, not a success. The first
+ * put leaves its doorbell's result unread, so the second is sent behind
+ * it.
+ */
+static void test_commit_fails(void **state)
+{
+	struct fixture *f = *state;
+	struct store_meta m;
+
+	sql_ok(f->out, "CREATE FUNCTION no_late() RETURNS trigger "
+		       "LANGUAGE plpgsql AS $$ BEGIN IF NEW.value = "
+		       "'late'::bytea THEN RAISE EXCEPTION 'late'; END IF; "
+		       "RETURN NULL; END $$");
+	sql_ok(f->out, "CREATE CONSTRAINT TRIGGER no_late AFTER INSERT OR "
+		       "UPDATE ON regionfs.kv DEFERRABLE INITIALLY DEFERRED "
+		       "FOR EACH ROW EXECUTE FUNCTION no_late()");
+	assert_int_equal(store_put(f->st, "r", "a", 1, "1", 1, 0, NULL), 0);
+	assert_int_equal(
+		store_put(f->st, "r", "k", 1, "late", 4, STORE_DURABLE, NULL),
+		-EIO);
+	assert_int_equal(store_stat(f->st, "r", "k", 1, &m), -ENOENT);
+	assert_int_equal(store_put(f->st, "r", "k", 1, "ok", 2, 0, NULL), 0);
+	assert_int_equal(store_put(f->st, "r", "b", 1, "2", 1, 0, NULL), 0);
+	assert_int_equal(store_stat(f->st, "r", "k", 1, &m), 0);
+	assert_int_equal(m.size, 2);
+	sql_ok(f->out, "DROP FUNCTION no_late() CASCADE");
+}
+
+/* synchronous_standby_names, set (a standby that never comes) or reset,
+ * in effect for new connections on return */
+static void sync_standby(PGconn *out, bool on)
+{
+	PGresult *r;
+	int i;
+	bool set = !on;
+
+	sql_ok(out, on ? "ALTER SYSTEM SET synchronous_standby_names = "
+			 "'rfs_nobody'"
+		       : "ALTER SYSTEM RESET synchronous_standby_names");
+	sql_ok(out, "SELECT pg_reload_conf()");
+	for (i = 0; i < 1000 && set != on; i++) {
+		PGconn *c = connect_out();
+
+		r = PQexec(c, "SHOW synchronous_standby_names");
+		set = *PQgetvalue(r, 0, 0) != '\0';
+		PQclear(r);
+		PQfinish(c);
+		if (set != on)
+			usleep(10000);
+	}
+	assert_true(set == on);
+}
+
+static void *durable_put(void *arg)
+{
+	return (void *)(intptr_t)store_put(arg, "r", "d", 1, "v", 1,
+					   STORE_DURABLE, NULL);
+}
+
+/*
+ * Durability, seen through a synchronous standby that never comes: a
+ * synchronous commit waits for it (wait event SyncRep) until
+ * synchronous_standby_names is reset, an asynchronous one does not. The
+ * store's session commits asynchronously (not opened durable): a plain
+ * put and its doorbell return at once, a STORE_DURABLE put waits.
+ */
+static void test_durable_commit(void **state)
+{
+	struct fixture *f = *state;
+	struct store *b;
+	pthread_t t;
+	PGresult *r;
+	void *rc;
+	int i, waiting = 0;
+
+	sync_standby(f->out, true);
+	assert_int_equal(store_open(conninfo, &log_opts, &b), 0);
+	assert_int_equal(store_put(b, "r", "a", 1, "1", 1, 0, NULL), 0);
+	assert_int_equal(store_put(b, "r", "b", 1, "2", 1, 0, NULL), 0);
+	assert_int_equal(store_rename(b, "r", "b", 1, "c", 1, 0), 0);
+	assert_int_equal(pthread_create(&t, NULL, durable_put, b), 0);
+	for (i = 0; i < 1000 && !waiting; i++) {
+		r = PQexec(f->out, "SELECT count(*) FROM pg_stat_activity "
+				   "WHERE application_name = 'regionfs' "
+				   "AND wait_event = 'SyncRep'");
+		waiting = atoi(PQgetvalue(r, 0, 0));
+		PQclear(r);
+		if (!waiting)
+			usleep(10000);
+	}
+	sync_standby(f->out, false); /* releases the waiting commit */
+	assert_int_equal(pthread_join(t, &rc), 0);
+	assert_int_equal((intptr_t)rc, 0);
+	assert_int_equal(waiting, 1);
+	store_close(b);
+}
+
+/*
  * Terminates every connection of the stores (application_name regionfs)
  * and waits until their backends are gone, so each has closed its socket
  * (the stores see a dead idle connection, not one dying mid-batch).
@@ -856,6 +958,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_two_stores_doorbell, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_group_commit, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_commit_fails, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_durable_commit, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_op_fails_alone, setup,
 						teardown),
