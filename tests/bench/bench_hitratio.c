@@ -1,8 +1,14 @@
 /*
  * bench_hitratio.c - miss ratios of the real engine on recorded traces.
  *
- * Usage: bench_hitratio [-8] [-p POLICIES] [-s STRIPES] [-z PCTS] TRACE...
- *   -8           keys are big-endian 64-bit (default: 32-bit)
+ * Usage: bench_hitratio [-8] [-f FORMAT] [-p POLICIES] [-s STRIPES]
+ *                       [-z PCTS] TRACE...
+ *   -8           keys are big-endian 64-bit (default: 32-bit); -f be64
+ *   -f FORMAT    be32 (default, the shipped format), be64, text (one
+ *                decimal key per line; other lines, such as the "*" marks
+ *                of the LIRS traces, are skipped), arc (the ARC paper's
+ *                traces: "START COUNT ..." per line, the keys START to
+ *                START+COUNT-1)
  *   -p LIST      policies, comma separated: default,lru,s3fifo,tinylfu
  *                (default: all four; "default" is what regions.ini gives a
  *                region that does not set strategy)
@@ -13,9 +19,8 @@
  *                0.1,1,3,10,30)
  * With no TRACE, the traces in /work/shared/traces.
  *
- * A trace is a headerless stream of big-endian keys, read through "xz -dc"
- * (plain files pass through xz -dc unchanged only if compressed, so give
- * .xz files). Each request goes through the real API: region_get(), and
+ * A trace is read through "gzip -dc" if its name ends in .gz, else
+ * through "xz -dcf" (xz files, or plain files as they are). Each request goes through the real API: region_get(), and
  * region_flight_done() with a trivial value on a miss, on one region bounded
  * by entry count only (like the published figures). Next to it, in the same
  * run, an exact textbook LRU written here (one list, one table) gives the
@@ -75,16 +80,20 @@ struct run {
 	unsigned nstripes;
 };
 
-/* Runs "xz -dc 'path'" with the path quoted for the shell. */
+enum trace_format { FMT_BE32, FMT_BE64, FMT_TEXT, FMT_ARC };
+
+/* Runs "gzip -dc 'path'" or "xz -dcf 'path'" with the path quoted for the
+ * shell. */
 static FILE *open_xz(const char *path)
 {
 	size_t len = strlen(path), i, o = 0;
 	char *cmd = malloc(len * 4 + 32);
+	bool gz = len > 3 && strcmp(path + len - 3, ".gz") == 0;
 	FILE *f;
 
 	if (!cmd)
 		return NULL;
-	o += (size_t)sprintf(cmd, "xz -dc '");
+	o += (size_t)sprintf(cmd, gz ? "gzip -dc '" : "xz -dcf '");
 	for (i = 0; i < len; i++) {
 		if (path[i] == '\'') {
 			memcpy(cmd + o, "'\\''", 4);
@@ -99,36 +108,69 @@ static FILE *open_xz(const char *path)
 	return f;
 }
 
-static int read_trace(struct trace *t, unsigned width)
+/* Appends k to t->keys (capacity *cap); false when out of memory. */
+static bool add_key(struct trace *t, size_t *cap, uint64_t k)
 {
-	size_t cap = 1 << 20;
-	unsigned char buf[8];
-	FILE *f = open_xz(t->path);
 	uint64_t *more;
+
+	if (t->n == *cap) {
+		*cap = *cap ? *cap * 2 : (size_t)1 << 20;
+		more = realloc(t->keys, *cap * sizeof(*t->keys));
+		if (!more)
+			return false;
+		t->keys = more;
+	}
+	t->keys[t->n++] = k;
+	return true;
+}
+
+/* Reads one line of a text trace into t (see -f): false on no memory. */
+static bool add_line(struct trace *t, size_t *cap, const char *line,
+		     enum trace_format fmt)
+{
+	unsigned long long start, count, j;
+	char *end;
+
+	errno = 0;
+	start = strtoull(line, &end, 10);
+	if (end == line || errno)
+		return true; /* not a key: "*", blank, a comment */
+	if (fmt == FMT_TEXT)
+		return add_key(t, cap, start);
+	count = strtoull(end, NULL, 10);
+	for (j = 0; j < count; j++)
+		if (!add_key(t, cap, start + j))
+			return false;
+	return true;
+}
+
+static int read_trace(struct trace *t, enum trace_format fmt)
+{
+	unsigned width = fmt == FMT_BE32 ? 4 : 8;
+	size_t cap = 0;
+	unsigned char buf[8];
+	char line[256];
+	FILE *f = open_xz(t->path);
+	bool ok = true;
 	unsigned i;
 
 	if (!f)
 		return -errno;
-	t->keys = malloc(cap * sizeof(*t->keys));
+	t->keys = NULL;
 	t->n = 0;
-	while (t->keys && fread(buf, width, 1, f) == 1) {
-		uint64_t k = 0;
+	if (fmt == FMT_TEXT || fmt == FMT_ARC) {
+		while (ok && fgets(line, sizeof(line), f))
+			ok = add_line(t, &cap, line, fmt);
+	} else {
+		while (ok && fread(buf, width, 1, f) == 1) {
+			uint64_t k = 0;
 
-		for (i = 0; i < width; i++)
-			k = k << 8 | buf[i];
-		if (t->n == cap) {
-			cap *= 2;
-			more = realloc(t->keys, cap * sizeof(*t->keys));
-			if (!more) {
-				free(t->keys);
-				t->keys = NULL;
-				break;
-			}
-			t->keys = more;
+			for (i = 0; i < width; i++)
+				k = k << 8 | buf[i];
+			ok = add_key(t, &cap, k);
 		}
-		t->keys[t->n++] = k;
 	}
-	if (pclose(f) != 0 || !t->keys || t->n == 0)
+	if (pclose(f) != 0 || !ok || t->n == 0)
 		return -EIO;
 	return 0;
 }
@@ -511,8 +553,8 @@ static int parse_strategy(const char *s, struct run *ru)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: bench_hitratio [-8] [-p POLICIES] "
-			"[-s STRIPES] [-z PCTS] [TRACE.xz...]\n");
+	fprintf(stderr, "usage: bench_hitratio [-8] [-f be32|be64|text|arc] "
+			"[-p POLICIES] [-s STRIPES] [-z PCTS] [TRACE...]\n");
 	exit(2);
 }
 
@@ -523,17 +565,30 @@ int main(int argc, char **argv)
 	const char *policies = "default,lru,s3fifo,tinylfu";
 	const char *stripes_arg = NULL, *sizes = "0.1,1,3,10,30";
 	double pcts[MAX_SIZES];
-	unsigned stripes[MAX_SIZES], width = 4;
+	unsigned stripes[MAX_SIZES], width;
+	enum trace_format fmt = FMT_BE32;
 	size_t npcts = 0, nstripes = 0, nruns = 0, i, j;
 	struct run runs[MAX_RUNS];
 	struct config_region d;
 	char *copy, *tok, *save;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "8p:s:z:h")) != -1) {
+	while ((opt = getopt(argc, argv, "8f:p:s:z:h")) != -1) {
 		switch (opt) {
 		case '8':
-			width = 8;
+			fmt = FMT_BE64;
+			break;
+		case 'f':
+			if (!strcmp(optarg, "be32"))
+				fmt = FMT_BE32;
+			else if (!strcmp(optarg, "be64"))
+				fmt = FMT_BE64;
+			else if (!strcmp(optarg, "text"))
+				fmt = FMT_TEXT;
+			else if (!strcmp(optarg, "arc"))
+				fmt = FMT_ARC;
+			else
+				usage();
 			break;
 		case 'p':
 			policies = optarg;
@@ -548,6 +603,7 @@ int main(int argc, char **argv)
 			usage();
 		}
 	}
+	width = fmt == FMT_BE32 ? 4 : 8; /* bytes of a region key */
 	config_default_region(&d);
 	copy = strdup(sizes);
 	for (tok = strtok_r(copy, ",", &save); tok && npcts < MAX_SIZES;
@@ -601,7 +657,7 @@ int main(int argc, char **argv)
 		for (j = 0; t.name[j]; j++)
 			if (t.name[j] == '-')
 				t.name[j] = '_';
-		if (read_trace(&t, width)) {
+		if (read_trace(&t, fmt)) {
 			fprintf(stderr, "bench_hitratio: cannot read %s\n",
 				t.path);
 			free(t.keys);
