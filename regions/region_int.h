@@ -51,7 +51,7 @@
 #include "region.h"
 
 #define REGION_UNLIMITED   UINT64_MAX /* a stripe quota without a limit */
-#define REGION_LANE_RECS   7	      /* buffered hits per thread lane */
+#define REGION_LANE_RECS   15	      /* buffered hits per thread lane */
 #define REGION_STAT_SLOTS  32	      /* per-thread counter slots per region */
 #define REGION_SHARED_SLOT (REGION_STAT_SLOTS - 1) /* the one threads share */
 #define REGION_SWEEP_BATCH 1024 /* entries examined per lock hold */
