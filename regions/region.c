@@ -970,8 +970,8 @@ static struct entry *entry_for(struct region_flight *fl, struct region_value *v,
 	struct entry *e = region__entry_of_fresh(v);
 
 	*own = false;
-	if (e && e->klen == fl->klen &&
-	    memcmp(e->key, fl->key, fl->klen) == 0 &&
+	/* chain_find(e) returns e only if e's key is fl's (inline compare) */
+	if (e && region__chain_find(e, fl->key, fl->klen) == e &&
 	    atomic_exchange_explicit(&e->dead, 1, memory_order_relaxed) ==
 		    ENTRY_FRESH) {
 		*own = true; /* dead until linked: a used block, never again */

@@ -20,7 +20,9 @@
  * - mix48 / mix2: seed 003's mix, readers:writers:removers 48:6:4 and
  *   2:1:1 as per-operation odds in every thread, 50,000 keys drawn
  *   uniformly, capacity 512 (constant eviction). A read that misses loads
- *   (makes a value) and installs it, as cache-aside does; a write replaces
+ *   (makes a value: the reference mallocs and fills it, regionfs fills
+ *   the one region_flight_value() gives it in its entry's block) and
+ *   installs it, as cache-aside does; a write replaces
  *   the key's value (regionfs: region_invalidate() then install through a
  *   flight, which is how fs/ writes); a remove drops the key.
  * - roles: the same mix as mix48 but with seed 003's fixed roles, 48

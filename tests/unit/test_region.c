@@ -390,7 +390,7 @@ static void test_flight_value_is_installed_in_place(void **state)
 static void test_flight_value_refused_or_reused_is_copied(void **state)
 {
 	struct region *r = *state;
-	struct region_flight *fl = must_miss(r, "k");
+	struct region_flight *fl = must_miss(r, "k"), *fl2;
 	struct region_value *v = flight_str(fl, "old"), *out, *h;
 
 	region_invalidate(r, "k", 1, REGION_ORIGIN_LOCAL); /* poisons fl */
@@ -412,6 +412,11 @@ static void test_flight_value_refused_or_reused_is_copied(void **state)
 	fl = must_miss(r, "a");
 	done_hits_copy(r, must_miss(r, "b"), flight_str(fl, "wrong"), "b",
 		       "wrong");
+	/* long keys that differ before their last word */
+	fl2 = must_miss(r, "Xbcdefghijklmnop");
+	done_hits_copy(r, must_miss(r, "Ybcdefghijklmnop"),
+		       flight_str(fl2, "other"), "Ybcdefghijklmnop", "other");
+	assert_int_equal(region_flight_done(r, fl2, -EIO, NULL, &out), -EIO);
 	assert_int_equal(region_flight_done(r, fl, -EIO, NULL, &out), -EIO);
 	assert_false(region_contains(r, "a", 1));
 }
