@@ -130,7 +130,8 @@ static void value_init(struct region_value *v, enum value_kind kind, size_t len)
 	v->tag = 0;
 }
 
-struct region_value *region_value_create(const void *data, size_t len)
+/* A new INLINE value of len bytes, not filled in; NULL if it cannot be. */
+static struct region_value *value_new(size_t len)
 {
 	struct region_value *v;
 
@@ -140,9 +141,16 @@ struct region_value *region_value_create(const void *data, size_t len)
 	if (!v)
 		return NULL;
 	value_init(v, VALUE_INLINE, len);
-	if (len)
-		memcpy(v->inline_data, data, len);
 	region__values_account((int64_t)(REGION_VALUE_HDR + len));
+	return v;
+}
+
+struct region_value *region_value_create(const void *data, size_t len)
+{
+	struct region_value *v = value_new(len);
+
+	if (v && len)
+		memcpy(v->inline_data, data, len);
 	return v;
 }
 
@@ -929,13 +937,56 @@ static void count_load(struct region *r, struct region_flight *fl, int rc)
 			      (mono_ns() - fl->start_ns) * LOAD_SAMPLE);
 }
 
+struct region_value *region_flight_value(struct region_flight *fl, size_t len,
+					 void **data)
+{
+	struct region_value *v;
+	struct entry *e;
+
+	*data = NULL;
+	if (len > REGION_EMBED_MAX) {
+		v = value_new(len); /* an entry references it (INDIRECT) */
+		if (!v)
+			return NULL;
+	} else {
+		e = region__entry_alloc(fl->key, fl->klen, len);
+		if (!e)
+			return NULL;
+		v = region__entry_val(e);
+	}
+	*data = v->inline_data;
+	return v;
+}
+
+/*
+ * The entry for fl's install: v's own block if region_flight_value() made
+ * it for this key and nobody claimed it yet (claimed now: no copy; the
+ * entry's reference is taken with the others, see *own), else a new entry
+ * with a copy of v (or one that references it), or NULL.
+ */
+static struct entry *entry_for(struct region_flight *fl, struct region_value *v,
+			       bool *own)
+{
+	struct entry *e = region__entry_of_fresh(v);
+
+	*own = false;
+	/* chain_find(e) returns e only if e's key is fl's (inline compare) */
+	if (e && region__chain_find(e, fl->key, fl->klen) == e &&
+	    atomic_exchange_explicit(&e->dead, 1, memory_order_relaxed) ==
+		    ENTRY_FRESH) {
+		*own = true; /* dead until linked: a used block, never again */
+		return e;
+	}
+	return region__entry_create(fl->key, fl->klen, v);
+}
+
 int region_flight_done(struct region *r, struct region_flight *fl, int rc,
 		       struct region_value *v, struct region_value **out)
 {
 	struct stripe *s = region__stripe_of(r, fl->hash);
 	struct entry *e = NULL;
 	unsigned waiters, refs;
-	bool attached;
+	bool attached, own = false;
 
 	*out = NULL;
 	assert(fl->r == r);
@@ -945,10 +996,10 @@ int region_flight_done(struct region *r, struct region_flight *fl, int rc,
 		region_value_unref(v);
 		v = NULL;
 	} else {
-		/* a copy in the entry, or no reference yet: taken below,
-		 * with the waiters', in one atomic add; NULL just skips the
-		 * install */
-		e = region__entry_create(fl->key, fl->klen, v);
+		/* v's own block, a copy in the entry, or no reference yet:
+		 * taken below, with the waiters', in one atomic add; NULL
+		 * just skips the install */
+		e = entry_for(fl, v, &own);
 	}
 	count_load(r, fl, rc);
 	region__stripe_wrlock(s);
@@ -957,10 +1008,11 @@ int region_flight_done(struct region *r, struct region_flight *fl, int rc,
 		detach_locked(s, fl);
 	waiters = fl->waiters; /* detached: nobody can join any more */
 	if (e && !installable_locked(r, s, fl, e)) {
-		region__entry_discard(e); /* never linked, took no reference */
-		e = NULL;
+		if (!own) /* never linked, took no reference */
+			region__entry_discard(e);
+		e = NULL; /* own: the block stays v's */
 	}
-	refs = (e && region__entry_indirect(e)) + (v && waiters);
+	refs = (e && (own || region__entry_indirect(e))) + (v && waiters);
 	if (refs)
 		atomic_fetch_add_explicit(&v->refs, refs, memory_order_relaxed);
 	if (e)

@@ -290,6 +290,19 @@ int region_get(struct region *r, const void *key, size_t klen,
 int region_flight_done(struct region *r, struct region_flight *fl, int rc,
 		       struct region_value *v, struct region_value **out);
 
+/*
+ * A value of len bytes for fl's key that the loader fills in place (*data:
+ * len writable bytes; set its metadata too) before it hands the value to
+ * region_flight_done(r, fl, 0, v, ...). Up to 4 KiB it is made in the
+ * block the cache entry will live in (entry header, key and value in one
+ * allocation), so the install neither allocates nor copies. Otherwise, and
+ * for a load that fails (region_value_unref() it), an ordinary value. The
+ * caller keeps its reference until region_flight_done(). NULL (and *data
+ * NULL) on allocation failure or for a length over 1 TiB.
+ */
+struct region_value *region_flight_value(struct region_flight *fl, size_t len,
+					 void **data);
+
 /* A loader for region_fetch(): 0 with *out holding a reference, or -errno. */
 typedef int (*region_loader_fn)(void *ctx, const void *key, size_t klen,
 				struct region_value **out);

@@ -51,7 +51,7 @@
 #include "region.h"
 
 #define REGION_UNLIMITED   UINT64_MAX /* a stripe quota without a limit */
-#define REGION_LANE_RECS   7	      /* buffered hits per thread lane */
+#define REGION_LANE_RECS   15	      /* buffered hits per thread lane */
 #define REGION_STAT_SLOTS  32	      /* per-thread counter slots per region */
 #define REGION_SHARED_SLOT (REGION_STAT_SLOTS - 1) /* the one threads share */
 #define REGION_SWEEP_BATCH 1024 /* entries examined per lock hold */
@@ -213,10 +213,18 @@ struct entry {
 	uint32_t gen;		       /* immutable; stripe generation */
 	atomic_uchar freq;	       /* P: relaxed; readers may store */
 	uint8_t queue;		       /* P: L: stripe */
-	atomic_uchar dead;	       /* release; set when unlinked */
+	atomic_uchar dead;	       /* release; set when unlinked;
+					  ENTRY_FRESH until first linked */
 	uint8_t klen;		       /* immutable; 1..REGION_MAX_KEY */
 	unsigned char key[];	       /* immutable */
 };
+
+/*
+ * entry.dead of an entry never linked yet (made by region__entry_alloc()
+ * for region_flight_value(): its block may still become a cache entry).
+ * Readers never reach it: only linked entries are in a table.
+ */
+#define ENTRY_FRESH 2
 
 /* Where the value header of an entry with a klen-byte key starts. */
 static inline size_t region__entry_val_off(size_t klen)
@@ -861,6 +869,27 @@ static inline bool region__entry_live(const struct stripe *s,
  */
 struct entry *region__entry_create(const void *key, size_t klen,
 				   struct region_value *v);
+/*
+ * A new entry block for key with len (<= REGION_EMBED_MAX) bytes of
+ * EMBEDDED value data, uninitialized, and metadata 0: region_flight_value()
+ * hands its value to the loader to fill in place. Its value header starts
+ * with one reference (the loader's); the entry takes none until linked.
+ * It stays ENTRY_FRESH until region_flight_done() claims it.
+ */
+struct entry *region__entry_alloc(const void *key, size_t klen, size_t len);
+/* The entry whose block holds v, if v was made by region__entry_alloc()
+ * and is not claimed yet; else NULL. */
+static inline struct entry *region__entry_of_fresh(struct region_value *v)
+{
+	struct entry *e;
+
+	if (v->kind != VALUE_EMBEDDED)
+		return NULL;
+	e = (struct entry *)((char *)v - v->back);
+	if (atomic_load_explicit(&e->dead, memory_order_relaxed) != ENTRY_FRESH)
+		return NULL;
+	return e;
+}
 /* Does e's value point at the caller's value (a reference to take)? */
 static inline bool region__entry_indirect(const struct entry *e)
 {

@@ -469,14 +469,14 @@ void region__stripe_record_hit_slow(struct region *r, struct stripe *s,
 	}
 }
 
-struct entry *region__entry_create(const void *key, size_t klen,
-				   struct region_value *v)
+/* A new unlinked entry for key whose value header (one reference: the
+ * entry's; metadata 0) is of kind, with len bytes of length and data bytes
+ * of room after it (uninitialized). Accounted as a live value. */
+static struct entry *entry_alloc(const void *key, size_t klen,
+				 enum value_kind kind, size_t len, size_t data)
 {
-	size_t off = region__entry_val_off(klen), len = region__vlen(v);
-	bool embed = len <= REGION_EMBED_MAX;
-	size_t data = embed ? len : REGION_VALUE_PTRS;
+	size_t off = region__entry_val_off(klen);
 	struct region_value *c;
-	const void *p = region_value_data(v);
 	struct entry *e;
 
 	e = region__block_alloc(off + REGION_VALUE_HDR + data);
@@ -489,14 +489,41 @@ struct entry *region__entry_create(const void *key, size_t klen,
 	e->gen = 0;
 	atomic_init(&e->freq, 0);
 	e->queue = ENTRY_Q_NONE;
-	atomic_init(&e->dead, 0);
+	atomic_init(&e->dead, ENTRY_FRESH);
 	e->klen = (uint8_t)klen;
 	memcpy(e->key, key, klen);
 	c = region__entry_val(e);
-	atomic_init(&c->refs, 1); /* the entry's */
-	c->kind = embed ? VALUE_EMBEDDED : VALUE_INDIRECT;
+	atomic_init(&c->refs, 1);
+	c->kind = (uint8_t)kind;
 	c->back = (uint16_t)off;
 	region__vlen_set(c, len);
+	c->mtime_ns = 0;
+	c->version = 0;
+	c->tag = 0;
+	region__values_account((int64_t)(REGION_VALUE_HDR + data));
+	return e;
+}
+
+struct entry *region__entry_alloc(const void *key, size_t klen, size_t len)
+{
+	assert(len <= REGION_EMBED_MAX);
+	return entry_alloc(key, klen, VALUE_EMBEDDED, len, len);
+}
+
+struct entry *region__entry_create(const void *key, size_t klen,
+				   struct region_value *v)
+{
+	size_t len = region__vlen(v);
+	bool embed = len <= REGION_EMBED_MAX;
+	struct region_value *c;
+	const void *p = region_value_data(v);
+	struct entry *e;
+
+	e = entry_alloc(key, klen, embed ? VALUE_EMBEDDED : VALUE_INDIRECT, len,
+			embed ? len : REGION_VALUE_PTRS);
+	if (!e)
+		return NULL;
+	c = region__entry_val(e);
 	c->mtime_ns = v->mtime_ns;
 	c->version = v->version;
 	c->tag = v->tag;
@@ -509,7 +536,6 @@ struct entry *region__entry_create(const void *key, size_t klen,
 		memcpy(c->inline_data + REGION_VALUE_PTR_OFF + sizeof(p), &v,
 		       sizeof(v));
 	}
-	region__values_account((int64_t)(REGION_VALUE_HDR + data));
 	return e;
 }
 
@@ -642,6 +668,8 @@ void region__link_locked(struct stripe *s, struct entry *e, uint64_t hash,
 	e->install_ms = now;
 	atomic_store_explicit(&e->access_ms, now, memory_order_relaxed);
 	e->gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
+	/* no longer fresh (published below by the release push) */
+	atomic_store_explicit(&e->dead, 0, memory_order_relaxed);
 	s->nentries++;
 	s->bytes += region__entry_charge(e);
 	s->ops->insert_locked(s, e);

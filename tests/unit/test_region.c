@@ -329,6 +329,129 @@ static void test_miss_loads_then_hits(void **state)
 	assert_int_equal(st.flights, 0);
 }
 
+/* A value made by region_flight_value() for flight fl, holding s. */
+static struct region_value *flight_str(struct region_flight *fl, const char *s)
+{
+	void *p;
+	struct region_value *v = region_flight_value(fl, strlen(s), &p);
+
+	assert_non_null(v);
+	assert_non_null(p);
+	memcpy(p, s, strlen(s));
+	return v;
+}
+
+/* Completes fl with v (a reference taken over) and checks that key's hit
+ * is a copy of v holding s. */
+static void done_hits_copy(struct region *r, struct region_flight *fl,
+			   struct region_value *v, const char *key,
+			   const char *s)
+{
+	struct region_value *out, *h;
+
+	assert_int_equal(region_flight_done(r, fl, 0, v, &out), 0);
+	assert_ptr_equal(out, v);
+	h = must_hit(r, key);
+	assert_ptr_not_equal(h, v);
+	assert_true(value_is(h, s));
+	region_value_unref(h);
+	region_value_unref(out);
+}
+
+/* region_flight_value(): the loader's value is the cached one (its block
+ * becomes the entry: no copy), metadata included; counted once. */
+static void test_flight_value_is_installed_in_place(void **state)
+{
+	struct region *r = *state;
+	struct region_flight *fl = must_miss(r, "alpha");
+	struct region_value *v = flight_str(fl, "one"), *out, *h;
+	uint64_t bytes = region_values_bytes();
+
+	region_value_set_meta(v, 11, 22);
+	region_value_set_tag(v, 33);
+	assert_int_equal(region_flight_done(r, fl, 0, v, &out), 0);
+	assert_ptr_equal(out, v);
+	assert_int_equal(region_values_bytes(), bytes); /* no second copy */
+	region_value_unref(out);
+	h = must_hit(r, "alpha");
+	assert_ptr_equal(h, v);
+	assert_true(value_is(h, "one"));
+	assert_int_equal(region_value_mtime(h), 11);
+	assert_int_equal(region_value_version(h), 22);
+	assert_int_equal(region_value_tag(h), 33);
+	region_value_unref(h);
+	assert_int_equal(stats_of(r).installs, 1);
+	assert_int_equal(stats_of(r).bytes, 5 + 3);
+}
+
+/* A flight value refused by the stale-put guard is still the caller's
+ * (and the waiters') value; a used one given to a later flight, or one
+ * made for another key, is copied, never linked twice. */
+static void test_flight_value_refused_or_reused_is_copied(void **state)
+{
+	struct region *r = *state;
+	struct region_flight *fl = must_miss(r, "k"), *fl2;
+	struct region_value *v = flight_str(fl, "old"), *out, *h;
+
+	region_invalidate(r, "k", 1, REGION_ORIGIN_LOCAL); /* poisons fl */
+	assert_int_equal(region_flight_done(r, fl, 0, v, &out), 0);
+	assert_ptr_equal(out, v);
+	assert_int_equal(stats_of(r).stale_puts_rejected, 1);
+	assert_false(region_contains(r, "k", 1));
+	region_value_unref(out);
+	/* an installed block given again (after an invalidation) */
+	fl = must_miss(r, "k");
+	v = flight_str(fl, "new");
+	assert_int_equal(region_flight_done(r, fl, 0, v, &out), 0);
+	h = must_hit(r, "k");
+	assert_ptr_equal(h, v);
+	region_value_unref(h);
+	region_invalidate(r, "k", 1, REGION_ORIGIN_LOCAL);
+	done_hits_copy(r, must_miss(r, "k"), out, "k", "new");
+	/* made for "a", installed for "b": a copy under "b" */
+	fl = must_miss(r, "a");
+	done_hits_copy(r, must_miss(r, "b"), flight_str(fl, "wrong"), "b",
+		       "wrong");
+	/* long keys that differ before their last word */
+	fl2 = must_miss(r, "Xbcdefghijklmnop");
+	done_hits_copy(r, must_miss(r, "Ybcdefghijklmnop"),
+		       flight_str(fl2, "other"), "Ybcdefghijklmnop", "other");
+	assert_int_equal(region_flight_done(r, fl2, -EIO, NULL, &out), -EIO);
+	assert_int_equal(region_flight_done(r, fl, -EIO, NULL, &out), -EIO);
+	assert_false(region_contains(r, "a", 1));
+}
+
+/* Over 4 KiB a flight value is an ordinary one, cached by reference; a
+ * failed load just drops its value. */
+static void test_flight_value_large_and_failed(void **state)
+{
+	struct region_limits lim = {.max_entries = 16, .nstripes = 1};
+	struct region_flight *fl;
+	struct region_value *v, *out, *h;
+	struct region *r;
+	void *p;
+
+	(void)state;
+	assert_int_equal(region_create("big", &lim, &r), 0);
+	fl = must_miss(r, "big");
+	v = region_flight_value(fl, 10000, &p);
+	assert_non_null(v);
+	memset(p, 'x', 10000);
+	assert_int_equal(region_flight_done(r, fl, 0, v, &out), 0);
+	region_value_unref(out);
+	h = must_hit(r, "big");
+	assert_int_equal(region_value_len(h), 10000);
+	assert_int_equal(((const char *)region_value_data(h))[9999], 'x');
+	region_value_unref(h);
+	fl = must_miss(r, "gone");
+	region_value_unref(flight_str(fl, "never"));
+	assert_int_equal(region_flight_done(r, fl, -ENOENT, NULL, &out),
+			 -ENOENT);
+	assert_null(out);
+	assert_false(region_contains(r, "gone", 4));
+	region_unref(r);
+}
+
 /* region_peek: the cached value and its metadata, and no access at all. */
 static void test_peek_returns_value_without_access(void **state)
 {
@@ -1073,6 +1196,13 @@ int main(void)
 			teardown),
 		cmocka_unit_test_setup_teardown(test_limits_get_and_set, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(
+			test_flight_value_is_installed_in_place, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_flight_value_refused_or_reused_is_copied, setup,
+			teardown),
+		cmocka_unit_test(test_flight_value_large_and_failed),
 		cmocka_unit_test_setup_teardown(test_miss_loads_then_hits,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
