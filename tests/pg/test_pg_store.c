@@ -649,6 +649,17 @@ static void sync_standby(PGconn *out, bool on)
 	assert_true(set == on);
 }
 
+/* teardown of test_durable_commit: no standby is waited for after it,
+ * even when it failed half-way (later tests commit durably) */
+static int teardown_sync(void **state)
+{
+	struct fixture *f = *state;
+
+	sql_ok(f->out, "ALTER SYSTEM RESET synchronous_standby_names");
+	sql_ok(f->out, "SELECT pg_reload_conf()");
+	return teardown(state);
+}
+
 static void *durable_put(void *arg)
 {
 	return (void *)(intptr_t)store_put(arg, "r", "d", 1, "v", 1,
@@ -962,7 +973,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_commit_fails, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_durable_commit, setup,
-						teardown),
+						teardown_sync),
 		cmocka_unit_test_setup_teardown(test_op_fails_alone, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_reconnect_and_erofs, setup,
