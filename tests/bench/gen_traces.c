@@ -9,6 +9,9 @@
  *   zipfscan.trace.xz  Zipf 0.9 over 100,000 keys, 100,000 requests at a
  *                      time, each followed by a one-pass scan of 20,000
  *                      keys never seen before or after (2,400,000 in all)
+ *   zigzag.trace.xz    600,000 requests sweeping 20,000 keys forward, then
+ *                      backward, and so on (LIRS's "zigzag"): the keys just
+ *                      read come back first, which LRU serves best
  * Popular Zipf keys are scattered over the key space (a random
  * permutation). A fixed xorshift seed makes the traces the same on every
  * run, so figures measured on them can be reproduced.
@@ -152,5 +155,13 @@ int main(int argc, char **argv)
 	}
 	zipf_free(&z);
 	close_out(f, "zipfscan.trace.xz");
+
+	f = open_out(dir, "zigzag.trace.xz");
+	for (i = 0; i < 600000; i++) {
+		uint32_t pos = i % 40000;
+
+		put(f, pos < 20000 ? pos + 1 : 40000 - pos);
+	}
+	close_out(f, "zigzag.trace.xz");
 	return 0;
 }
