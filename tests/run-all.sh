@@ -7,16 +7,17 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 shift || true
 # As root on Debian, install what the build and the tests need (promtool
-# checks metrics.prom and the alert rules) if anything is missing.
+# checks metrics.prom and the alert rules; the soak's writers are fio) if
+# anything is missing.
 need=0
-for cmd in meson ninja promtool sqlite3 fusermount3 xz; do
+for cmd in meson ninja promtool sqlite3 fusermount3 xz fio; do
 	command -v "$cmd" >/dev/null 2>&1 || need=1
 done
 for pc in fuse3 sqlite3 inih cmocka; do
 	pkg-config --exists "$pc" 2>/dev/null || need=1
 done
 if [ "$need" = 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-	contrib/install-deps.sh prometheus >/dev/null
+	contrib/install-deps.sh prometheus fio >/dev/null
 fi
 if [ -d "$build/meson-private" ]; then
 	meson setup --reconfigure "$build" ${RFS_MESON_ARGS:-} >/dev/null
