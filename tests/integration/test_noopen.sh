@@ -55,17 +55,35 @@ rfs_mount -o ro -d
 expect "cat a" "$(cat "$R/a")" "small value"
 cmp -s "$RFS_TMP/b1" "$R/b" || rfs_fail "b reads other bytes"
 expect "cat c" "$(cat "$R/c")" "to delete"
-for op in OPEN FLUSH RELEASE LOOKUP READ GETATTR; do
-	printf -v "n0_$op" '%s' "$(requests "$op")"
-done
-for i in 1 2 3 4 5; do
-	expect "cat a" "$(cat "$R/a")" "small value"
-	cmp -s "$RFS_TMP/b1" "$R/b" || rfs_fail "b reads other bytes"
-done
-for op in OPEN FLUSH RELEASE LOOKUP READ; do
-	v=n0_$op
-	expect "$op requests for 10 warm opens and reads" \
-		$(($(requests "$op") - ${!v})) 0
+# warm_quiet: 10 warm opens and reads; true if they sent no OPEN, FLUSH,
+# RELEASE, LOOKUP or READ, else says which in $noisy. Up to three tries:
+# the kernel may legitimately drop a clean page or a cached name between
+# two reads (memory pressure, a revalidation; seen once in a full suite
+# on a machine loaded to 13), which costs one request in one try; a
+# daemon that makes warm opens cost requests fails every try.
+warm_quiet()
+{
+	local op v i
+	for op in OPEN FLUSH RELEASE LOOKUP READ; do
+		printf -v "n0_$op" '%s' "$(requests "$op")"
+	done
+	for i in 1 2 3 4 5; do
+		expect "cat a" "$(cat "$R/a")" "small value"
+		cmp -s "$RFS_TMP/b1" "$R/b" || rfs_fail "b reads other bytes"
+	done
+	noisy=''
+	for op in OPEN FLUSH RELEASE LOOKUP READ; do
+		v=n0_$op
+		v=$(($(requests "$op") - ${!v}))
+		[ "$v" = 0 ] || noisy="$noisy $op=$v"
+	done
+	[ -z "$noisy" ]
+}
+for try in 1 2 3; do
+	warm_quiet && break
+	echo "# try $try: 10 warm opens and reads sent requests:$noisy"
+	[ "$try" -lt 3 ] ||
+		rfs_fail "10 warm opens and reads sent requests in 3 tries:$noisy"
 done
 [ "$(requests OPEN)" -le 1 ] || rfs_fail "$(requests OPEN) OPEN requests: the kernel kept asking"
 rfs_ok "warm reads on -o ro send no request (OPEN $(requests OPEN) in all, the first's ENOSYS)"
