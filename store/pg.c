@@ -1130,7 +1130,15 @@ static void xid_committed(struct pg_store *ps, uint64_t xid)
 		;
 }
 
-#define XID_SQL "SELECT pg_current_xact_id()::text"
+/*
+ * The batch's first statement: its transaction's id, and for a durable
+ * batch of a session that commits asynchronously a synchronous commit of
+ * this transaction (PQ_XID_DURABLE).
+ */
+static int xid_stmt(const struct pg_store *ps, bool durable)
+{
+	return durable && !ps->durable ? PQ_XID_DURABLE : PQ_XID;
+}
 
 /*
  * One attempt: BEGIN, every unsettled op, COMMIT. Returns 0 (committed),
@@ -1301,7 +1309,7 @@ static int batch_pipe(struct pg_store *ps, struct op *batch,
 		      const struct batch_info *bi, int64_t t0, PGresult **fr,
 		      struct op **failed, bool *at_commit, bool *woken)
 {
-	int first = bi->durable && !ps->durable ? PQ_XID_DURABLE : PQ_XID;
+	int first = xid_stmt(ps, bi->durable);
 	const char *bv[1] = {ps->origin};
 	PGconn *c = ps->w.c;
 	/* behind the last batch's doorbell, its result still unread */
@@ -1414,13 +1422,11 @@ static int batch_attempt(struct pg_store *ps, struct op *batch,
 		if (rc != -EAGAIN)
 			return rc;
 	}
-	if (exec_cmd(ps->w.c,
-		     durable && !ps->durable
-			     ? "BEGIN; SET LOCAL synchronous_commit = on"
-			     : "BEGIN",
-		     fr))
+	if (exec_cmd(ps->w.c, "BEGIN", fr))
 		return -EIO;
-	xr = PQexec(ps->w.c, XID_SQL);
+	/* the pipeline's first statement (a synchronous commit with it) */
+	xr = PQexecPrepared(ps->w.c, pg_stmts[xid_stmt(ps, durable)].name, 0,
+			    NULL, NULL, NULL, 0);
 	xid = xid_of(xr);
 	if (!xid) {
 		*fr = xr;

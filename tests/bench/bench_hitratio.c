@@ -20,7 +20,8 @@
  * With no TRACE, the traces in /work/shared/traces.
  *
  * A trace is read through "gzip -dc" if its name ends in .gz, else
- * through "xz -dcf" (xz files, or plain files as they are). Each request goes through the real API: region_get(), and
+ * through "xz -dcf" (xz files, or plain files as they are). Each request
+ * goes through the real API: region_get(), and
  * region_flight_done() with a trivial value on a miss, on one region bounded
  * by entry count only (like the published figures). Next to it, in the same
  * run, an exact textbook LRU written here (one list, one table) gives the

@@ -489,6 +489,21 @@ static void test_replay_plan(void **state)
 	}
 }
 
+/* Drains st's feed connection until a notification was heard (bounded:
+ * 10 s), never waiting a fixed time. */
+static void drain_until_heard(struct store *st)
+{
+	int got = 0, tries;
+
+	for (tries = 0; tries < 1000 && got == 0; tries++) {
+		got = store_changes_drain(st);
+		assert_true(got >= 0);
+		if (!got)
+			usleep(10000);
+	}
+	assert_true(got > 0);
+}
+
 /* Two stores (two mounts) on one database: each sees the other's writes,
  * and the doorbell reaches the other's LISTEN connection. */
 static void test_two_stores_doorbell(void **state)
@@ -498,22 +513,15 @@ static void test_two_stores_doorbell(void **state)
 	struct store_stats sa, sb;
 	struct seen s = {0};
 	uint64_t cur;
-	int fd, got = 0, tries;
+	int fd;
 
 	assert_int_equal(store_open(conninfo, NULL, &b), 0);
 	assert_int_equal(store_changes_head(b, &cur), 0);
 	assert_int_equal(store_put(f->st, "r", "x", 1, "1", 1, 0, NULL), 0);
 	fd = store_changes_fd(b);
 	assert_true(fd >= 0);
-	/* the doorbell was rung before put returned; wait for it to land
-	 * (bounded: 10 s), never for a fixed time */
-	for (tries = 0; tries < 1000 && got == 0; tries++) {
-		got = store_changes_drain(b);
-		assert_true(got >= 0);
-		if (!got)
-			usleep(10000);
-	}
-	assert_true(got > 0);
+	/* the doorbell was rung before put returned; wait for it to land */
+	drain_until_heard(b);
 	assert_int_equal(store_changes(b, &cur, collect, &s), 1);
 	assert_string_equal(s.keys[0], "r/x");
 	store_stats(f->st, &sa);
@@ -959,17 +967,9 @@ static void *waiter_main(void *arg)
  */
 static void ack_id_only(PGconn *out, struct store *st)
 {
-	int got = 0, tries;
-
 	sql_ok(out, "SELECT pg_notify('" PG_ACK_CHANNEL "', 'older'), "
 		    "pg_notify('" PG_CHANNEL "', 'older')");
-	for (tries = 0; tries < 1000 && got == 0; tries++) {
-		got = store_changes_drain(st);
-		assert_true(got >= 0);
-		if (!got)
-			usleep(10000);
-	}
-	assert_true(got > 0);
+	drain_until_heard(st);
 }
 
 /* The one bigint a query returns. */

@@ -703,13 +703,17 @@ static void test_group_commit_batches_concurrent_puts(void **state)
  * into alternating groups of one and three (the one that finds the
  * writer idle commits alone while the others queue behind its fsync):
  * about one commit per two puts. Skipped where an fsync costs nothing
- * (tmpfs), as the wait is bounded by half a durable commit's time.
+ * (tmpfs), as the wait is bounded by half a durable commit's time. The
+ * wait being bounded by time, a loaded machine can keep a writer away
+ * past it now and then: up to three rounds, one of which must share;
+ * without the wait every round stays near two puts a commit (alternating
+ * groups of one and three cannot reach 8/3).
  */
 static void test_durable_writers_share_commits(void **state)
 {
 	struct fixture *f = *state;
 	int64_t t0 = now_ns();
-	uint64_t commits;
+	uint64_t commits = 0;
 	int i;
 
 	for (i = 0; i < 10; i++) /* one writer: the commit's cost */
@@ -720,7 +724,11 @@ static void test_durable_writers_share_commits(void **state)
 		print_message("durable commits take < 100 us here: skipped\n");
 		skip();
 	}
-	commits = gc_run(f, 4, STORE_DURABLE);
+	for (i = 0; i < 3; i++) {
+		commits = gc_run(f, 4, STORE_DURABLE);
+		if (commits * 8 < 4 * GC_PUTS * 3)
+			break;
+	}
 	assert_true(commits * 8 < 4 * GC_PUTS * 3); /* over 8/3 puts a commit */
 }
 
