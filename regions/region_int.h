@@ -206,8 +206,7 @@ struct entry {
 		struct rlist qnode; /* P: while linked; policy list */
 		struct {
 			struct entry *next; /* L: stripe; retire list */
-			uint64_t epoch;	    /* L: stripe; retired at */
-		} retire;		    /* once unlinked */
+		} retire; /* once unlinked; its epoch: struct retire_run */
 	};
 	_Atomic(struct entry *) hnext; /* L: stripe; readers load acquire */
 	uint32_t gen;		       /* immutable; stripe generation */
@@ -382,6 +381,25 @@ struct lane {
 };
 
 /*
+ * A run of retired entries stamped with one epoch: the stripe's retired
+ * list, oldest first, is cut into runs (a ring, oldest at run_head), so
+ * that a lock hold finds what it may free from the runs' epochs and
+ * detaches it at one entry (the last safe run's), without walking or
+ * stamping every retired entry under the lock (each a cache miss once
+ * other threads have run). After a hold at most three runs are left
+ * (the epochs of entries not yet safe are the current one and the one
+ * before, and the hold's own); should the ring ever be full, the newest
+ * run grows and takes the newer epoch (freed later: safe).
+ */
+#define REGION_RETIRE_RUNS 8
+
+struct retire_run {
+	struct entry *last; /* the run's newest entry */
+	uint64_t epoch;	    /* retired at */
+	uint64_t n;	    /* entries in the run */
+};
+
+/*
  * The stripe lock: a futex mutex (0 free, 1 held, 2 held and someone may
  * sleep; Drepper, "Futexes Are Tricky", mutex 3), the algorithm of
  * glibc's default mutex, but inline: pthread_mutex_lock() and _unlock()
@@ -450,13 +468,17 @@ struct stripe {
 	uint64_t max_value_size;	   /* L: stripe; 0 = none */
 	atomic_uint_fast64_t reclaims;	   /* L: stripe writes; batches freed */
 	struct entry *retired;		   /* L: stripe; oldest first */
-	struct entry *pending;		   /* L: stripe; first not stamped */
+	uint64_t npending;		   /* L: stripe; the last, unstamped */
 	bool pending_tabs;		   /* L: stripe; a table not stamped */
 	struct entry **retired_tail;	   /* L: stripe */
 	uint64_t nretired;		   /* L: stripe */
 	struct table *retired_tabs;	   /* L: stripe */
 	uint64_t examined;		   /* L: stripe; in this hold */
 	atomic_uint_fast64_t max_examined; /* L: stripe writes; stats */
+	/* the retired entries' epochs (struct retire_run) */
+	struct retire_run runs[REGION_RETIRE_RUNS]; /* L: stripe; a ring */
+	unsigned run_head, nruns;		    /* L: stripe */
+	uint64_t advance_at; /* L: stripe; nretired to scan at */
 	/* policy state: LRU, most recently used at the head */
 	struct rlist lru; /* L: stripe */
 	/* S3-FIFO */

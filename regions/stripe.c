@@ -60,7 +60,7 @@
 #define STRIPE_MIN_BUCKETS     16
 #define REGION_MIGRATE_BUCKETS 64  /* per lock hold */
 #define REGION_MIGRATE_MAX     256 /* buckets + entries per lock hold */
-#define RETIRE_ADVANCE_AT      64 /* retired entries before a scan, + 4 per thread */
+#define RETIRE_ADVANCE_AT      64 /* retired entries per scan x2, + 4 per thread */
 
 /*
  * The hash seed: random per process, so that nobody can aim keys at one
@@ -139,6 +139,7 @@ int region__stripe_init(struct stripe *s, const struct region_evict_ops *ops)
 	atomic_init(&s->ttl_ms, 0);
 	atomic_init(&s->tti_ms, 0);
 	s->retired_tail = &s->retired;
+	s->advance_at = RETIRE_ADVANCE_AT / 2;
 	s->quota_entries = REGION_UNLIMITED;
 	s->quota_bytes = REGION_UNLIMITED;
 	rlist_init(&s->lru);
@@ -328,61 +329,91 @@ void region__stripe_wrlock(struct stripe *s)
 	lock_acquired(s);
 }
 
-/* Detaches what was retired long enough ago. Lock held. */
+/* The retire run at position i of the ring (0: the oldest). */
+static struct retire_run *run_at(struct stripe *s, unsigned i)
+{
+	return &s->runs[(s->run_head + i) % REGION_RETIRE_RUNS];
+}
+
 /*
  * Stamps what this hold retired with the epoch, read by a sequentially
  * consistent read-modify-write: a full barrier, so every unlink of the
  * hold is visible to all before the epoch it is stamped with is read. (A
  * plain load right after each unlink could be ordered before the unlink's
  * store, StoreLoad, and stamp an epoch so old that a reader pinned two
- * epochs later could still find the entry.) Lock held.
+ * epochs later could still find the entry.) The entries join the newest
+ * run, or start one. Lock held.
  */
 static void stamp_pending_locked(struct stripe *s)
 {
-	struct entry *e;
+	struct retire_run *run;
+	struct entry *last;
 	struct table *t;
 	uint64_t now;
 
-	if (!s->pending && !s->pending_tabs)
+	if (!s->npending && !s->pending_tabs)
 		return;
 	now = region__epoch_stamp();
-	for (e = s->pending; e; e = e->retire.next)
-		e->retire.epoch = now;
+	if (s->npending) {
+		last = region__container_of(s->retired_tail, struct entry,
+					    retire.next);
+		run = s->nruns ? run_at(s, s->nruns - 1) : NULL;
+		if (!run ||
+		    (run->epoch != now && s->nruns < REGION_RETIRE_RUNS)) {
+			run = run_at(s, s->nruns++);
+			run->n = 0;
+		}
+		run->last = last;
+		run->epoch = now; /* a full ring: the newer epoch, later */
+		run->n += s->npending;
+		s->npending = 0;
+	}
 	for (t = s->retired_tabs; t; t = t->rnext) {
 		if (t->repoch == REGION_EPOCH_PENDING)
 			t->repoch = now;
 	}
-	s->pending = NULL;
 	s->pending_tabs = false;
 }
 
-static void collect_locked(struct stripe *s, struct entry **ents,
+/*
+ * Detaches what was retired long enough ago: the runs whose epoch is safe,
+ * cut from the list at the last one's newest entry. Returns whether the
+ * caller should try to advance the epoch after unlocking: a scan reads a
+ * line per thread, so it runs out of the lock, once the stripe holds
+ * RETIRE_ADVANCE_AT / 2 + 2 per thread retired entries more than after its
+ * last detach or try (a reader preempted in a section holds the epoch
+ * back; at 48 threads on 2 cores, trying on every hold past the threshold
+ * made each hold scan every thread's record under the lock). Lock held.
+ */
+static bool collect_locked(struct stripe *s, struct entry **ents,
 			   struct table **tabs)
 {
-	uint64_t now;
+	struct entry *last = NULL;
+	struct retire_run *run;
 	struct table **tp;
+	uint64_t now, n = 0, step;
+	bool advance;
 
 	*ents = NULL;
 	*tabs = NULL;
 	if (!s->retired && !s->retired_tabs)
-		return;
+		return false;
 	stamp_pending_locked(s);
-	/* a scan reads a line per thread: amortize it over the retired */
-	now = s->nretired >= RETIRE_ADVANCE_AT + 4 * region__epoch_nthreads() ||
-			      s->retired_tabs
-		      ? region__epoch_try_advance()
-		      : region__epoch_now();
-	/* the list is oldest first: detach the prefix that is safe */
-	if (s->retired && region__epoch_safe(s->retired->retire.epoch, now)) {
-		struct entry **pp = &s->retired;
-
-		while (*pp && region__epoch_safe((*pp)->retire.epoch, now)) {
-			pp = &(*pp)->retire.next;
-			s->nretired--;
-		}
+	now = region__epoch_now();
+	/* the runs are oldest first: detach the prefix that is safe */
+	for (run = run_at(s, 0);
+	     s->nruns && region__epoch_safe(run->epoch, now);
+	     run = run_at(s, 0)) {
+		last = run->last;
+		n += run->n;
+		s->run_head = (s->run_head + 1) % REGION_RETIRE_RUNS;
+		s->nruns--;
+	}
+	if (last) {
 		*ents = s->retired;
-		s->retired = *pp;
-		*pp = NULL;
+		s->retired = last->retire.next;
+		last->retire.next = NULL;
+		s->nretired -= n;
 		/* before any of them is freed: lanes' pointers go stale */
 		atomic_store_explicit(
 			&s->reclaims,
@@ -404,6 +435,14 @@ static void collect_locked(struct stripe *s, struct entry **ents,
 			tp = &t->rnext;
 		}
 	}
+	advance = s->nretired >= s->advance_at || s->retired_tabs;
+	if (advance || last) {
+		step = RETIRE_ADVANCE_AT / 2 +
+		       2 * (uint64_t)region__epoch_nthreads();
+		if (advance || s->advance_at > s->nretired + step)
+			s->advance_at = s->nretired + step;
+	}
+	return advance;
 }
 
 static void free_collected(struct entry *ents, struct table *tabs)
@@ -425,15 +464,18 @@ void region__stripe_wrunlock(struct stripe *s)
 {
 	struct entry *ents;
 	struct table *tabs;
+	bool advance;
 
 	region__assert_wrlocked(s);
 	if (s->examined >
 	    atomic_load_explicit(&s->max_examined, memory_order_relaxed))
 		atomic_store_explicit(&s->max_examined, s->examined,
 				      memory_order_relaxed);
-	collect_locked(s, &ents, &tabs);
+	advance = collect_locked(s, &ents, &tabs);
 	set_owner(s, false);
 	region__unlock(&s->lock);
+	if (advance)
+		region__epoch_try_advance();
 	free_collected(ents, tabs); /* free() is not lock work */
 }
 
@@ -724,9 +766,7 @@ void region__unlink_hash_locked(struct stripe *s, struct entry *e,
 	}
 	/* qnode is the policy's no more: it becomes the retire link */
 	e->retire.next = NULL;
-	e->retire.epoch = REGION_EPOCH_PENDING; /* stamped at the unlock */
-	if (!s->pending)
-		s->pending = e;
+	s->npending++; /* stamped at the unlock */
 	*s->retired_tail = e;
 	s->retired_tail = &e->retire.next;
 	s->nretired++;

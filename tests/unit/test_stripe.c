@@ -246,6 +246,63 @@ static void test_replay_ignores_freed_entries(void **state)
 	region_unref(r);
 }
 
+struct pin_peer {
+	sem_t in, out;
+};
+
+/* Stays in an epoch section until told to leave. */
+static void *pin_peer_main(void *arg)
+{
+	struct pin_peer *p = arg;
+
+	region__epoch_enter();
+	sem_post(&p->in);
+	sem_wait(&p->out);
+	region__epoch_exit();
+	return NULL;
+}
+
+/*
+ * Retired entries are freed only after every section that could see them
+ * has ended, by runs of one epoch each (struct retire_run): while a peer
+ * stays in a section nothing is freed however many holds retire and try
+ * to advance, the ring holds at most three epochs, and once the peer has
+ * left everything goes.
+ */
+static void test_retired_entries_wait_for_sections(void **state)
+{
+	struct region *r = make(1, 0);
+	struct stripe *s = &r->stripes[0];
+	struct pin_peer p;
+	pthread_t t;
+	char key[16];
+	int i;
+
+	(void)state;
+	assert_int_equal(sem_init(&p.in, 0, 0), 0);
+	assert_int_equal(sem_init(&p.out, 0, 0), 0);
+	assert_int_equal(pthread_create(&t, NULL, pin_peer_main, &p), 0);
+	sem_wait(&p.in);
+	for (i = 0; i < 500; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		put(r, key, strlen(key));
+		region_invalidate(r, key, strlen(key), REGION_ORIGIN_LOCAL);
+		region__stripe_reclaim(s); /* tries to advance every time */
+		assert_true(s->nruns <= 3);
+	}
+	assert_int_equal(s->nretired, 500); /* the peer may see any */
+	sem_post(&p.out);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	for (i = 0; i < 16 && s->retired; i++)
+		region__stripe_reclaim(s);
+	assert_null(s->retired);
+	assert_int_equal(s->nretired, 0);
+	assert_int_equal(s->nruns, 0);
+	sem_destroy(&p.in);
+	sem_destroy(&p.out);
+	region_unref(r);
+}
+
 static void test_hits_take_no_lock(void **state)
 {
 	struct region *r = make(1, 100);
@@ -342,6 +399,7 @@ int main(void)
 		cmocka_unit_test(test_long_keys_differing_in_last_byte),
 		cmocka_unit_test(test_lock_replays_this_threads_hits),
 		cmocka_unit_test(test_replay_ignores_freed_entries),
+		cmocka_unit_test(test_retired_entries_wait_for_sections),
 		cmocka_unit_test(test_hits_take_no_lock),
 		cmocka_unit_test(test_growth_and_shrink_are_incremental),
 		cmocka_unit_test(test_invalidate_all_empties_every_stripe),
