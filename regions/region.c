@@ -42,9 +42,10 @@
  * Capacity eviction and expiry poison nothing: they do not mean the value
  * changed.
  *
- * Why flights sit in a per-stripe list and not in the hash table: only
- * loads in the air are there (bounded by the number of loading threads),
- * and keeping them out of the table keeps the hit path a single probe.
+ * Why flights sit in per-stripe lists (by hash, REGION_FLIGHT_BUCKETS)
+ * and not in the hash table: only loads in the air are there (bounded by
+ * the number of loading threads), and keeping them out of the table keeps
+ * the hit path a single probe.
  *
  * Bounds. Each stripe gets a quota: max_entries/n entries (+1 for the
  * first max_entries%n stripes) and likewise for max_bytes, so the sums are
@@ -626,10 +627,11 @@ static struct region_flight **find_flight_locked(struct stripe *s,
 						 uint64_t hash, const void *key,
 						 size_t klen)
 {
-	struct region_flight **pp = &s->flights;
+	struct region_flight **pp = &s->flights[region__flight_bucket(hash)];
 
 	region__assert_wrlocked(s);
 	while (*pp) {
+		region__examined(s, 1);
 		if (flight_stale_locked(s, *pp)) {
 			detach_at_locked(s, pp);
 			continue;
@@ -646,8 +648,8 @@ static void attach_locked(struct stripe *s, struct region_flight *fl)
 {
 	region__assert_wrlocked(s);
 	fl->gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
-	fl->next = s->flights;
-	s->flights = fl;
+	fl->next = s->flights[region__flight_bucket(fl->hash)];
+	s->flights[region__flight_bucket(fl->hash)] = fl;
 	fl->attached = true;
 	s->nflights++;
 }
@@ -667,10 +669,13 @@ static void detach_at_locked(struct stripe *s, struct region_flight **pp)
 
 static void detach_locked(struct stripe *s, struct region_flight *fl)
 {
-	struct region_flight **pp = &s->flights;
+	struct region_flight **pp =
+		&s->flights[region__flight_bucket(fl->hash)];
 
-	while (*pp != fl)
+	while (*pp != fl) {
+		region__examined(s, 1);
 		pp = &(*pp)->next;
+	}
 	detach_at_locked(s, pp);
 }
 
@@ -1135,7 +1140,7 @@ void region_invalidate(struct region *r, const void *key, size_t klen,
  */
 void region_invalidate_all(struct region *r, enum region_origin origin)
 {
-	unsigned i;
+	unsigned i, b;
 
 	for (i = 0; i < r->nstripes; i++) {
 		struct stripe *s = &r->stripes[i];
@@ -1144,8 +1149,11 @@ void region_invalidate_all(struct region *r, enum region_origin origin)
 		region__stripe_invalidate_all_locked(s);
 		/* few (one per loading thread at most): poisoned by their
 		 * generation, detached now so that nobody joins them */
-		while (s->flights && stale_guard_on())
-			poison_at_locked(s, &s->flights);
+		for (b = 0; b < REGION_FLIGHT_BUCKETS && stale_guard_on();
+		     b++) {
+			while (s->flights[b])
+				poison_at_locked(s, &s->flights[b]);
+		}
 		region__stripe_wrunlock(s);
 	}
 	count_invalidation(r, origin);

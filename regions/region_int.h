@@ -393,6 +393,21 @@ struct lane {
  */
 #define REGION_RETIRE_RUNS 8
 
+/*
+ * A stripe's attached flights are chained in buckets by their key's hash,
+ * so that a miss looks among the flights of its bucket only: with 48
+ * threads on 2 cores most threads wait for the lock in
+ * region_flight_done() with a flight attached, and one list made every
+ * miss and every install walk all of them under the lock (a cache miss
+ * each).
+ */
+#define REGION_FLIGHT_BUCKETS 32
+
+static inline unsigned region__flight_bucket(uint64_t hash)
+{
+	return (unsigned)(hash >> 32) & (REGION_FLIGHT_BUCKETS - 1);
+}
+
 struct retire_run {
 	struct entry *last; /* the run's newest entry */
 	uint64_t epoch;	    /* retired at */
@@ -462,7 +477,6 @@ struct stripe {
 	uint64_t stale_n, stale_bytes;	   /* L: stripe; older generation */
 	size_t stale_pos;		   /* L: stripe; reclaim cursor */
 	uint64_t nflights;		   /* L: stripe; gauge */
-	struct region_flight *flights;	   /* L: stripe; attached flights */
 	uint64_t quota_entries;		   /* L: stripe; or REGION_UNLIMITED */
 	uint64_t quota_bytes;		   /* L: stripe; or REGION_UNLIMITED */
 	uint64_t max_value_size;	   /* L: stripe; 0 = none */
@@ -479,6 +493,8 @@ struct stripe {
 	struct retire_run runs[REGION_RETIRE_RUNS]; /* L: stripe; a ring */
 	unsigned run_head, nruns;		    /* L: stripe */
 	uint64_t advance_at; /* L: stripe; nretired to scan at */
+	/* attached flights, by their key's hash (region__flight_bucket()) */
+	struct region_flight *flights[REGION_FLIGHT_BUCKETS]; /* L: stripe */
 	/* policy state: LRU, most recently used at the head */
 	struct rlist lru; /* L: stripe */
 	/* S3-FIFO */

@@ -303,6 +303,35 @@ static void test_retired_entries_wait_for_sections(void **state)
 	region_unref(r);
 }
 
+/*
+ * A miss looks among the flights of its key's bucket only, and so does the
+ * install that detaches one: with 1,000 loads in the air no lock hold
+ * examines more than a few dozen flights (one list of them all: ~1,000).
+ */
+static void test_misses_examine_few_flights(void **state)
+{
+	static struct region_flight *fl[1000];
+	struct region *r = make(1, 0);
+	struct region_value *out;
+	struct region_stats st;
+	char key[16];
+	int i;
+
+	(void)state;
+	for (i = 0; i < 1000; i++) {
+		snprintf(key, sizeof(key), "f%d", i);
+		assert_int_equal(region_get(r, key, strlen(key), &out, &fl[i]),
+				 REGION_LOAD);
+	}
+	for (i = 0; i < 1000; i++)
+		assert_int_equal(
+			region_flight_done(r, fl[i], -ENOENT, NULL, &out),
+			-ENOENT);
+	region_stats(r, &st);
+	assert_in_range(st.max_examined_per_hold, 1, 1000 / 8);
+	region_unref(r);
+}
+
 static void test_hits_take_no_lock(void **state)
 {
 	struct region *r = make(1, 100);
@@ -400,6 +429,7 @@ int main(void)
 		cmocka_unit_test(test_lock_replays_this_threads_hits),
 		cmocka_unit_test(test_replay_ignores_freed_entries),
 		cmocka_unit_test(test_retired_entries_wait_for_sections),
+		cmocka_unit_test(test_misses_examine_few_flights),
 		cmocka_unit_test(test_hits_take_no_lock),
 		cmocka_unit_test(test_growth_and_shrink_are_incremental),
 		cmocka_unit_test(test_invalidate_all_empties_every_stripe),
