@@ -911,7 +911,7 @@ static bool installable_locked(struct region *r, struct stripe *s,
  */
 static void install_locked(struct region *r, struct stripe *s,
 			   struct region_flight *fl, struct entry *e,
-			   bool attached)
+			   bool attached, uint64_t now)
 {
 	struct entry *old = NULL;
 
@@ -925,7 +925,7 @@ static void install_locked(struct region *r, struct stripe *s,
 	 * the hold's budget: the link may migrate table buckets too) */
 	region__make_room_locked(r, s, true, region__entry_charge(e),
 				 REGION_SWEEP_BATCH / 2, NULL);
-	region__link_locked(s, e, fl->hash, region_now_ms());
+	region__link_locked(s, e, fl->hash, now);
 	region__count(r, ST_INSTALLS, 1);
 }
 
@@ -990,8 +990,9 @@ int region_flight_done(struct region *r, struct region_flight *fl, int rc,
 {
 	struct stripe *s = region__stripe_of(r, fl->hash);
 	struct entry *e = NULL;
-	unsigned waiters, refs;
-	bool attached, own = false;
+	uint64_t now = 0;
+	unsigned waiters;
+	bool attached, own = false, eref = false;
 
 	*out = NULL;
 	assert(fl->r == r);
@@ -1002,28 +1003,38 @@ int region_flight_done(struct region *r, struct region_flight *fl, int rc,
 		v = NULL;
 	} else {
 		/* v's own block, a copy in the entry, or no reference yet:
-		 * taken below, with the waiters', in one atomic add; NULL
-		 * just skips the install */
+		 * the entry's is taken below, before the lock (and given
+		 * back if the install is refused); NULL skips the install */
 		e = entry_for(fl, v, &own);
 	}
 	count_load(r, fl, rc);
+	if (e) {
+		/* not lock work: the install's time, and the entry's reference
+		 * to v (nobody sees the entry before it is linked) */
+		now = region_now_ms();
+		eref = own || region__entry_indirect(e);
+		if (eref)
+			atomic_fetch_add_explicit(&v->refs, 1,
+						  memory_order_relaxed);
+	}
 	region__stripe_wrlock(s);
 	attached = fl->attached;
 	if (attached)
 		detach_locked(s, fl);
 	waiters = fl->waiters; /* detached: nobody can join any more */
 	if (e && !installable_locked(r, s, fl, e)) {
-		if (!own) /* never linked, took no reference */
+		if (!own) /* never linked */
 			region__entry_discard(e);
 		e = NULL; /* own: the block stays v's */
 	}
-	refs = (e && (own || region__entry_indirect(e))) + (v && waiters);
-	if (refs)
-		atomic_fetch_add_explicit(&v->refs, refs, memory_order_relaxed);
+	if (v && waiters) /* one for them all: fl->val's */
+		atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
 	if (e)
-		install_locked(r, s, fl, e, attached);
+		install_locked(r, s, fl, e, attached, now);
 	flight_publish_locked(s, fl, rc, waiters ? v : NULL);
 	region__stripe_wrunlock(s);
+	if (eref && !e) /* refused: never the last, *out keeps one */
+		atomic_fetch_sub_explicit(&v->refs, 1, memory_order_relaxed);
 	*out = v;
 	if (waiters)
 		flight_unref(fl);
