@@ -336,10 +336,10 @@ static struct retire_run *run_at(struct stripe *s, unsigned i)
 }
 
 /*
- * Stamps what this hold retired with the epoch, read by a sequentially
- * consistent read-modify-write: a full barrier, so every unlink of the
- * hold is visible to all before the epoch it is stamped with is read. (A
- * plain load right after each unlink could be ordered before the unlink's
+ * Stamps what was retired since the last stamp (this hold's and earlier
+ * ones') with the epoch, read after a full barrier, so every unlink is
+ * visible to all before the epoch it is stamped with is read. (A plain
+ * load right after each unlink could be ordered before the unlink's
  * store, StoreLoad, and stamp an epoch so old that a reader pinned two
  * epochs later could still find the entry.) The entries join the newest
  * run, or start one. Lock held.
@@ -398,7 +398,12 @@ static bool collect_locked(struct stripe *s, struct entry **ents,
 	*tabs = NULL;
 	if (!s->retired && !s->retired_tabs)
 		return false;
-	stamp_pending_locked(s);
+	/* stamping late is safe (a later epoch, freed later), and the
+	 * epoch moves only when someone scans: so the fence is paid once
+	 * per scan, not on every hold that retired something */
+	advance = s->nretired >= s->advance_at || s->retired_tabs;
+	if (advance || !s->nruns || s->pending_tabs)
+		stamp_pending_locked(s);
 	now = region__epoch_now();
 	/* the runs are oldest first: detach the prefix that is safe */
 	for (run = run_at(s, 0);
@@ -435,7 +440,6 @@ static bool collect_locked(struct stripe *s, struct entry **ents,
 			tp = &t->rnext;
 		}
 	}
-	advance = s->nretired >= s->advance_at || s->retired_tabs;
 	if (advance || last) {
 		step = RETIRE_ADVANCE_AT / 2 +
 		       2 * (uint64_t)region__epoch_nthreads();
@@ -482,8 +486,7 @@ void region__stripe_wrunlock(struct stripe *s)
 void region__stripe_reclaim(struct stripe *s)
 {
 	region__stripe_wrlock(s);
-	if (s->retired)
-		region__epoch_try_advance();
+	s->advance_at = 0; /* stamp, then scan after the unlock */
 	region__stripe_wrunlock(s);
 }
 
