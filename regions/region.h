@@ -280,6 +280,37 @@ int region_get(struct region *r, const void *key, size_t klen,
 	       struct region_value **out, struct region_flight **flight);
 
 /*
+ * A borrowed value: what region_borrow() hands out. v is readable until
+ * region_borrow_end(); ref is private (a reference the borrow holds, when
+ * the hit took the locked path).
+ */
+struct region_borrow {
+	struct region_value *v;	  /* no reference of yours: never unref it */
+	struct region_value *ref; /* private */
+};
+
+/*
+ * region_get() for a caller that only reads the value before it returns
+ * (copies it out, replies with it): a hit takes no reference at all, so it
+ * writes nothing on the value that other readers write. Same results as
+ * region_get(), with the value in b->v instead of *out:
+ * - REGION_HIT: b->v stays valid until region_borrow_end(b), which the
+ *   same thread must call, and soon: until then the thread holds up the
+ *   reclamation of every region's unlinked entries (no blocking call in
+ *   between, no waiting for another thread). The caller holds its
+ *   reference to the region until then. Borrows nest, and any other
+ *   region call may be made while one is held.
+ * - REGION_LOAD: *flight is yours, as for region_get() (b->v is NULL;
+ *   region_borrow_end() is then a no-op).
+ * - a negative errno, b->v NULL.
+ * A value to keep past the borrow: region_value_ref(b->v) before the end.
+ */
+int region_borrow(struct region *r, const void *key, size_t klen,
+		  struct region_borrow *b, struct region_flight **flight);
+/* Ends a borrow (b->v is NULL afterwards). Accepts one that holds none. */
+void region_borrow_end(struct region_borrow *b);
+
+/*
  * Completes a flight from region_get(). rc is 0 with v holding a reference
  * that this call takes over, or a negative errno with v NULL (-ENOENT for
  * an absent key). Installs v unless the flight was poisoned by an
