@@ -266,7 +266,10 @@ enum {
  *   allocates nothing, copies nothing. (A thread keeps references to up to
  *   16 recently hit values of at most 4 KiB in a private cache, so that a
  *   hot value's count is not written on every hit: such a value may be
- *   freed only when that thread next hits or exits.)
+ *   freed only when that thread next hits or exits. A hit on any other
+ *   value is an atomic add on its count, and the unref an atomic
+ *   subtract: a caller that does not keep the value should borrow it,
+ *   region_borrow() below.)
  * - Miss, no load in the air: registers a flight and returns REGION_LOAD
  *   with *flight set; the caller must load the value without holding locks
  *   and call region_flight_done() exactly once, holding its reference to
