@@ -302,7 +302,8 @@ struct region_borrow {
  *   reclamation of every region's unlinked entries (no blocking call in
  *   between, no waiting for another thread). The caller holds its
  *   reference to the region until then. Borrows nest, and any other
- *   region call may be made while one is held.
+ *   region call may be made while one is held (mind that a miss joining
+ *   another caller's load sleeps until it completes).
  * - REGION_LOAD: *flight is yours, as for region_get() (b->v is NULL;
  *   region_borrow_end() is then a no-op).
  * - a negative errno, b->v NULL.
