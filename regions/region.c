@@ -816,6 +816,27 @@ get_slow(struct region *r, struct stripe *s, uint64_t h, const void *key,
 }
 
 /*
+ * The hit path's look-up, inside the caller's epoch section: the live,
+ * unexpired entry for key (its tti access recorded), or NULL.
+ */
+static inline struct entry *hit_find(struct stripe *s, uint64_t h,
+				     const void *key, size_t klen)
+{
+	struct entry *e = region__stripe_find(s, h, key, klen);
+	uint64_t now;
+
+	if (e && !region__entry_live(s, e))
+		return NULL;
+	if (e && region__expiring(s)) {
+		now = region_now_ms();
+		if (region__expired(s, e, now))
+			return NULL;
+		region__touch_time(s, e, now);
+	}
+	return e;
+}
+
+/*
  * The hit path: no lock, no write to a line other readers write (see
  * stripe.c and epoch.c). Returns the value with a reference, or NULL.
  */
@@ -826,19 +847,10 @@ static struct region_value *get_fast(struct region *r, struct stripe *s,
 	const struct region_evict_ops *ops = s->ops;
 	struct region_value *v = NULL;
 	struct entry *e;
-	uint64_t now, seq = 0;
+	uint64_t seq = 0;
 
 	region__epoch_enter();
-	e = region__stripe_find(s, h, key, klen);
-	if (e && !region__entry_live(s, e))
-		e = NULL;
-	if (e && region__expiring(s)) {
-		now = region_now_ms();
-		if (region__expired(s, e, now))
-			e = NULL;
-		else
-			region__touch_time(s, e, now);
-	}
+	e = hit_find(s, h, key, klen);
 	if (region__likely(e != NULL)) {
 		v = region__value_ref_hit(region__entry_val(e));
 		if (ops->access)
@@ -875,6 +887,63 @@ int region_get(struct region *r, const void *key, size_t klen,
 		return get_slow(r, s, h, key, klen, out, flight);
 	region__count_slot(r, slot, ST_HITS, 1);
 	return REGION_HIT;
+}
+
+/*
+ * A borrow: the hit of region_get() without the value reference. The
+ * epoch section the entry was found in stays open until
+ * region_borrow_end(), so the entry, which holds a reference to its value,
+ * is not freed meanwhile even if it is unlinked (epoch.c). No atomic
+ * read-modify-write on anything but the thread's own epoch record.
+ */
+int region_borrow(struct region *r, const void *key, size_t klen,
+		  struct region_borrow *b, struct region_flight **flight)
+{
+	const struct region_evict_ops *ops;
+	struct stripe *s;
+	struct entry *e;
+	uint64_t h;
+	unsigned slot;
+	int rc;
+
+	b->v = NULL;
+	b->ref = NULL;
+	*flight = NULL;
+	rc = check_key(key, klen);
+	if (rc) {
+		region__count(r, ST_GET_ERRORS, 1);
+		return rc;
+	}
+	h = region__hash(key, klen);
+	s = region__stripe_of(r, h);
+	slot = region__tslot();
+	ops = s->ops;
+	region__epoch_enter();
+	e = hit_find(s, h, key, klen);
+	if (region__unlikely(!e)) {
+		region__epoch_exit();
+		rc = get_slow(r, s, h, key, klen, &b->ref, flight);
+		b->v = b->ref;
+		return rc;
+	}
+	if (ops->access)
+		ops->access(s, e);
+	else /* still inside the section: e cannot be freed */
+		region__stripe_record_hit(r, s, e, h,
+					  region__stripe_reclaims(s), slot);
+	b->v = region__entry_val(e);
+	region__count_slot(r, slot, ST_HITS, 1);
+	return REGION_HIT;
+}
+
+void region_borrow_end(struct region_borrow *b)
+{
+	if (b->ref)
+		region_value_unref(b->ref);
+	else if (b->v)
+		region__epoch_exit();
+	b->v = NULL;
+	b->ref = NULL;
 }
 
 /* Does e's value fit the stripe? Lock held. */

@@ -266,7 +266,10 @@ enum {
  *   allocates nothing, copies nothing. (A thread keeps references to up to
  *   16 recently hit values of at most 4 KiB in a private cache, so that a
  *   hot value's count is not written on every hit: such a value may be
- *   freed only when that thread next hits or exits.)
+ *   freed only when that thread next hits or exits. A hit on any other
+ *   value is an atomic add on its count, and the unref an atomic
+ *   subtract: a caller that does not keep the value should borrow it,
+ *   region_borrow() below.)
  * - Miss, no load in the air: registers a flight and returns REGION_LOAD
  *   with *flight set; the caller must load the value without holding locks
  *   and call region_flight_done() exactly once, holding its reference to
@@ -278,6 +281,38 @@ enum {
  */
 int region_get(struct region *r, const void *key, size_t klen,
 	       struct region_value **out, struct region_flight **flight);
+
+/*
+ * A borrowed value: what region_borrow() hands out. v is readable until
+ * region_borrow_end(); ref is private (a reference the borrow holds, when
+ * the hit took the locked path).
+ */
+struct region_borrow {
+	struct region_value *v;	  /* no reference of yours: never unref it */
+	struct region_value *ref; /* private */
+};
+
+/*
+ * region_get() for a caller that only reads the value before it returns
+ * (copies it out, replies with it): a hit takes no reference at all, so it
+ * writes nothing on the value that other readers write. Same results as
+ * region_get(), with the value in b->v instead of *out:
+ * - REGION_HIT: b->v stays valid until region_borrow_end(b), which the
+ *   same thread must call, and soon: until then the thread holds up the
+ *   reclamation of every region's unlinked entries (no blocking call in
+ *   between, no waiting for another thread). The caller holds its
+ *   reference to the region until then. Borrows nest, and any other
+ *   region call may be made while one is held (mind that a miss joining
+ *   another caller's load sleeps until it completes).
+ * - REGION_LOAD: *flight is yours, as for region_get() (b->v is NULL;
+ *   region_borrow_end() is then a no-op).
+ * - a negative errno, b->v NULL.
+ * A value to keep past the borrow: region_value_ref(b->v) before the end.
+ */
+int region_borrow(struct region *r, const void *key, size_t klen,
+		  struct region_borrow *b, struct region_flight **flight);
+/* Ends a borrow (b->v is NULL afterwards). Accepts one that holds none. */
+void region_borrow_end(struct region_borrow *b);
 
 /*
  * Completes a flight from region_get(). rc is 0 with v holding a reference

@@ -10,7 +10,9 @@
  * table (same hash function) with an exact LRU list, returning a pointer
  * to the stored value and copying nothing (it reads one byte of the value
  * under the lock, since the pointer is not safe after the unlock). The
- * engine: region_get() + read one byte + region_value_unref().
+ * engine: region_borrow() + read one byte + region_borrow_end() (the API
+ * for a reader that does not keep the value), or with BENCH_READ=get
+ * region_get() + read one byte + region_value_unref().
  *
  * Workloads, each at every thread count, regionfs and the reference
  * interleaved in one run, 3 reps, medians:
@@ -270,19 +272,34 @@ static struct region_value *rfs_make_value(struct region_flight *fl)
 	return v;
 }
 
+static bool read_by_ref; /* BENCH_READ=get: region_get() + unref */
+
 BENCH_OP static unsigned rfs_read(const char *key, size_t klen, uint64_t *hits)
 {
 	struct region_value *v = NULL, *out = NULL;
 	struct region_flight *fl;
+	struct region_borrow bw;
 	unsigned b = 0;
 	int rc;
 
-	rc = region_get(reg, key, klen, &v, &fl);
-	if (rc == REGION_HIT) {
-		(*hits)++;
-		b = ((const unsigned char *)region_value_data(v))[0];
-		region_value_unref(v);
-	} else if (rc == REGION_LOAD) {
+	if (read_by_ref) {
+		rc = region_get(reg, key, klen, &v, &fl);
+		if (rc == REGION_HIT) {
+			(*hits)++;
+			b = ((const unsigned char *)region_value_data(v))[0];
+			region_value_unref(v);
+			return b;
+		}
+	} else {
+		rc = region_borrow(reg, key, klen, &bw, &fl);
+		if (rc == REGION_HIT) {
+			(*hits)++;
+			b = ((const unsigned char *)region_value_data(bw.v))[0];
+			region_borrow_end(&bw);
+			return b;
+		}
+	}
+	if (rc == REGION_LOAD) {
 		v = rfs_make_value(fl);
 		if (region_flight_done(reg, fl, v ? 0 : -ENOMEM, v, &out) == 0)
 			b = ((const unsigned char *)region_value_data(out))[0];
@@ -543,6 +560,8 @@ int main(int argc, char **argv)
 	unsigned threads[16] = {1, 2, 4, 8, 48}, nth = 5, w, t, rep;
 	double cpu_rfs = 0, cpu_ref = 0;
 
+	read_by_ref =
+		getenv("BENCH_READ") && !strcmp(getenv("BENCH_READ"), "get");
 	if (argc > 1)
 		cell_seconds = atof(argv[1]);
 	if (argc > 2) {

@@ -10,8 +10,8 @@
  * ASan in CI: the point is that no reader ever touches freed memory and
  * no value is ever served for another key.
  *
- * Checked on every read: the value carries the key it was read for and is
- * intact. At the end: gets == hits + misses, no flight left.
+ * Checked on every read (half of them borrows, region_borrow()): the value
+ * carries the key it was read for and is intact. At the end: gets == hits + misses, no flight left.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -64,16 +64,25 @@ static void check(const char *key, struct region_value *v)
 	}
 }
 
-/* A read; on a miss it loads (version ver) and installs. */
-static void read_key(unsigned k, unsigned ver)
+/* A read; on a miss it loads (version ver) and installs. borrow: through
+ * region_borrow(), the value checked before the borrow ends. */
+static void read_key(unsigned k, unsigned ver, bool borrow)
 {
-	struct region_value *v, *out;
+	struct region_value *v = NULL, *out;
 	struct region_flight *fl;
+	struct region_borrow b;
 	char key[16];
 	int rc;
 
 	key_of(k, key);
-	rc = region_get(reg, key, 15, &v, &fl);
+	if (borrow) {
+		rc = region_borrow(reg, key, 15, &b, &fl);
+		if (rc == REGION_HIT)
+			check(key, b.v);
+		region_borrow_end(&b);
+	} else {
+		rc = region_get(reg, key, 15, &v, &fl);
+	}
 	if (rc == REGION_LOAD) {
 		v = make_value(key, ver);
 		rc = region_flight_done(reg, fl, v ? 0 : -12, v, &out);
@@ -91,7 +100,7 @@ static void *reader_main(void *arg)
 	for (i = 0; i < NREADS; i++) {
 		s = s * 1103515245u + 12345u;
 		/* skewed: a quarter of the reads on 64 hot keys */
-		read_key((s >> 8) % (i % 4 ? NKEYS : 64), i);
+		read_key((s >> 8) % (i % 4 ? NKEYS : 64), i, i % 2);
 	}
 	return NULL;
 }
@@ -108,7 +117,7 @@ static void *writer_main(void *arg)
 		k = (s >> 8) % NKEYS;
 		key_of(k, key);
 		region_invalidate(reg, key, 15, REGION_ORIGIN_LOCAL);
-		read_key(k, ++ver);
+		read_key(k, ++ver, false);
 		region_invalidate(reg, key, 15, REGION_ORIGIN_LOCAL);
 	}
 	return NULL;

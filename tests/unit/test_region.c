@@ -843,6 +843,106 @@ static void test_pinned_value_survives_region_destroy(void **state)
 	region_value_unref(v);
 }
 
+/* ---- borrows (region_borrow) ------------------------------------------ */
+
+static void test_borrow_hits_misses_and_refuses(void **state)
+{
+	struct region *r = *state;
+	struct region_borrow b;
+	struct region_flight *fl;
+
+	assert_int_equal(region_borrow(r, "k", 1, &b, &fl), REGION_LOAD);
+	assert_null(b.v);
+	assert_non_null(fl);
+	region_borrow_end(&b); /* holds nothing: a no-op */
+	finish(r, fl, "val");
+	assert_int_equal(region_borrow(r, "k", 1, &b, &fl), REGION_HIT);
+	assert_null(fl);
+	assert_true(value_is(b.v, "val"));
+	region_borrow_end(&b);
+	assert_null(b.v);
+	assert_int_equal(region_borrow(r, "", 0, &b, &fl), -EINVAL);
+	assert_null(b.v);
+	assert_int_equal(stats_of(r).hits, 1);
+	assert_int_equal(stats_of(r).misses, 1);
+}
+
+/*
+ * A borrowed value outlives the unlink of its entry and the reclamation
+ * of everything unlinked around it until the borrow ends. The fillers
+ * have the key and value sizes of the borrowed one, so a freed block
+ * would be reused at once (the thread's spare blocks) and overwritten.
+ */
+static void test_borrowed_value_survives_until_the_end(void **state)
+{
+	struct region_limits lim = default_limits();
+	struct region_borrow b, b2;
+	struct region_flight *fl;
+	struct region *r;
+	char key[8];
+	int i;
+
+	(void)state;
+	lim.nstripes = 1;
+	lim.max_entries = 4;
+	assert_int_equal(region_create("borrow", &lim, &r), 0);
+	put(r, "k000", "borrowed");
+	assert_int_equal(region_borrow(r, "k000", 4, &b, &fl), REGION_HIT);
+	/* a nested borrow of another key, ended first */
+	put(r, "k001", "second!!");
+	assert_int_equal(region_borrow(r, "k001", 4, &b2, &fl), REGION_HIT);
+	region_invalidate(r, "k000", 4, REGION_ORIGIN_LOCAL);
+	region_borrow_end(&b2);
+	for (i = 2; i < 2000; i++) { /* each filler retired at once */
+		snprintf(key, sizeof(key), "k%03d", 2 + i % 998);
+		put(r, key, "filler!!");
+		region_invalidate(r, key, 4, REGION_ORIGIN_LOCAL);
+	}
+	region_sweep(r, 1024);
+	assert_false(region_contains(r, "k000", 4));
+	assert_true(value_is(b.v, "borrowed"));
+	region_borrow_end(&b);
+	region_unref(r);
+}
+
+/* A borrow that joins another caller's load gets its value (a reference
+ * the borrow holds: it was not found in the table). */
+struct borrower {
+	struct region *r;
+	int rc;
+	bool got;
+	struct region_flight *fl;
+	pthread_t tid;
+};
+
+static void *borrower_main(void *arg)
+{
+	struct borrower *w = arg;
+	struct region_borrow b;
+
+	w->rc = region_borrow(w->r, "k", 1, &b, &w->fl);
+	w->got = value_is(b.v, "loaded");
+	region_borrow_end(&b);
+	return NULL;
+}
+
+static void test_borrow_joins_a_flight(void **state)
+{
+	struct region *r = *state;
+	struct borrower w = {.r = r};
+	struct region_flight *fl;
+
+	fl = must_miss(r, "k");
+	assert_int_equal(pthread_create(&w.tid, NULL, borrower_main, &w), 0);
+	while (stats_of(r).coalesced < 1)
+		sched_yield();
+	finish(r, fl, "loaded");
+	pthread_join(w.tid, NULL);
+	assert_int_equal(w.rc, REGION_HIT);
+	assert_null(w.fl);
+	assert_true(w.got);
+}
+
 /* ---- the stranded-key race (seed 000) --------------------------------- */
 
 enum race_variant {
@@ -1232,6 +1332,11 @@ int main(void)
 			setup, teardown),
 		cmocka_unit_test(test_pinned_value_survives_eviction),
 		cmocka_unit_test(test_pinned_value_survives_region_destroy),
+		cmocka_unit_test_setup_teardown(
+			test_borrow_hits_misses_and_refuses, setup, teardown),
+		cmocka_unit_test(test_borrowed_value_survives_until_the_end),
+		cmocka_unit_test_setup_teardown(test_borrow_joins_a_flight,
+						setup, teardown),
 		cmocka_unit_test(test_stranded_key_race_is_prevented),
 		cmocka_unit_test(test_stranded_key_race_load_between_evictions),
 		cmocka_unit_test(test_stranded_key_race_done_between_evictions),
