@@ -1020,9 +1020,16 @@ static const char *op_name(const struct op *op)
 /* Prepares the writer's statements on a fresh connection. */
 static int writer_prepare(struct pg_store *ps)
 {
-	static const int idx[] = {PQ_PUT,     PQ_DELETE,     PQ_DELETE_VERSION,
-				  PQ_VERSION, PQ_RENAME,     PQ_PRUNE,
-				  PQ_XID,     PQ_XID_DURABLE};
+	static const int idx[] = {PQ_PUT,
+				  PQ_DELETE,
+				  PQ_DELETE_VERSION,
+				  PQ_VERSION,
+				  PQ_RENAME,
+				  PQ_PRUNE,
+				  PQ_XID,
+				  PQ_XID_DURABLE,
+				  PQ_PUT_XID,
+				  PQ_PUT_XID_DURABLE};
 	PGresult *r;
 	size_t i;
 	int k;
@@ -1261,12 +1268,14 @@ static void batch_fail(struct op *batch, int err)
 	}
 }
 
-/* The transaction id of a "SELECT pg_current_xact_id()::text" result. */
-static uint64_t xid_of(const PGresult *r)
+/* The transaction id in column col of a one-row result, as text
+ * (pg_current_xact_id()::text; libpq ends a binary value with a NUL too). */
+static uint64_t xid_of(const PGresult *r, int col)
 {
-	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
+	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 ||
+	    PQnfields(r) <= col)
 		return 0;
-	return strtoull(PQgetvalue(r, 0, 0), NULL, 10);
+	return strtoull(PQgetvalue(r, 0, col), NULL, 10);
 }
 
 /* Our writer committed transaction xid: store_wait_applied() waits for it. */
@@ -1389,9 +1398,10 @@ static bool pipe_to_sync(PGconn *c, PGresult **err)
  * The batch sent at once (libpq pipeline mode), then its results read in
  * order: one round trip per batch. One implicit transaction, ended by a
  * pipeline sync, which commits it: PQ_XID or PQ_XID_DURABLE, then every
- * op. Two statements for a lone op, where BEGIN, SET LOCAL, the xid, the
- * op and COMMIT were five (measured with 1 writer:
- * tests/pg/run_bench_pg.sh, ratio_w1). An error skips the rest of the
+ * op; a first op that is a put returns the xid itself (PQ_PUT_XID or
+ * PQ_PUT_XID_DURABLE, no PQ_XID), so a lone put is one statement, where
+ * BEGIN, SET LOCAL, the xid, the op and COMMIT were five (measured with
+ * 1 writer: tests/pg/run_bench_pg.sh, ratio_w1). An error skips the rest of the
  * transaction, and an error reported at the sync is a failed commit
  * (nothing stored). writer_connect() first reads what a connection
  * closed while idle left, so a restart costs a reconnect, not an unknown
@@ -1403,22 +1413,29 @@ static int batch_pipe(struct pg_store *ps, struct op *batch,
 {
 	int first = xid_stmt(ps, bi->durable);
 	PGconn *c = ps->w.c;
-	bool synced = false;
+	bool synced = false, sent = true;
 	uint64_t xid = 0;
 	struct op_params p;
 	int64_t now = wall_ns();
-	bool sent;
-	struct op *op;
+	struct op *op, *fold;
 	PGresult *r;
 
+	for (fold = batch; fold && fold->final; fold = fold->next)
+		;
+	if (fold && fold->kind != OP_PUT)
+		fold = NULL; /* the xid from a statement of its own */
 	if (!PQenterPipelineMode(c))
 		return -EAGAIN; /* the caller goes on without the pipeline */
-	sent = PQsendQueryPrepared(c, pg_stmts[first].name, 0, NULL, NULL, NULL,
-				   0) == 1;
+	if (!fold)
+		sent = PQsendQueryPrepared(c, pg_stmts[first].name, 0, NULL,
+					   NULL, NULL, 0) == 1;
 	for (op = batch; op && sent; op = op->next) {
 		if (op->final)
 			continue;
 		op_params(op, &p, now);
+		if (op == fold)
+			p.idx = first == PQ_XID ? PQ_PUT_XID
+						: PQ_PUT_XID_DURABLE;
 		op->meta.mtime_ns = now;
 		sent = PQsendQueryPrepared(c, pg_stmts[p.idx].name, p.n, p.vals,
 					   p.lens, p.fmts, 1) == 1;
@@ -1429,13 +1446,14 @@ static int batch_pipe(struct pg_store *ps, struct op *batch,
 		*fr = NULL;
 		return -EIO;
 	}
-	r = pipe_result(c); /* the xid */
-	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK) {
+	r = fold ? NULL : pipe_result(c); /* the xid */
+	if (!fold && (!r || PQresultStatus(r) != PGRES_TUPLES_OK)) {
 		*at_commit = !r; /* a lost connection: unknown */
 		*fr = r;
 		goto drain;
 	}
-	xid = xid_of(r);
+	if (!fold)
+		xid = xid_of(r, 0);
 	PQclear(r);
 	for (op = batch; op; op = op->next) {
 		if (op->final)
@@ -1450,6 +1468,8 @@ static int batch_pipe(struct pg_store *ps, struct op *batch,
 			*fr = r;
 			goto drain;
 		}
+		if (op == fold)
+			xid = xid_of(r, 1);
 		if (op->kind == OP_PUT) {
 			op->meta.version = col_u64(r, 0, 0);
 			op->meta.size = op->len;
@@ -1498,7 +1518,7 @@ static int batch_attempt(struct pg_store *ps, struct op *batch,
 	/* the pipeline's first statement (a synchronous commit with it) */
 	xr = PQexecPrepared(ps->w.c, pg_stmts[xid_stmt(ps, durable)].name, 0,
 			    NULL, NULL, NULL, 0);
-	xid = xid_of(xr);
+	xid = xid_of(xr, 0);
 	if (!xid) {
 		*fr = xr;
 		PQclear(PQexec(ps->w.c, "ROLLBACK"));
