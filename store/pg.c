@@ -1020,22 +1020,11 @@ static const char *op_name(const struct op *op)
 /* Prepares the writer's statements on a fresh connection. */
 static int writer_prepare(struct pg_store *ps)
 {
-	static const int idx[] = {PQ_PUT,
-				  PQ_DELETE,
-				  PQ_DELETE_VERSION,
-				  PQ_VERSION,
-				  PQ_RENAME,
-				  PQ_PRUNE,
-				  PQ_XID,
-				  PQ_XID_DURABLE,
-				  PQ_PUT_XID,
-				  PQ_PUT_XID_DURABLE};
 	PGresult *r;
-	size_t i;
 	int k;
 
-	for (i = 0; i < sizeof(idx) / sizeof(idx[0]); i++) {
-		k = idx[i];
+	/* the writer's statements: PQ_PUT to PQ_XID_DURABLE (pg_sql.h) */
+	for (k = PQ_PUT; k <= PQ_XID_DURABLE; k++) {
 		if (ps->w.prepared & (1u << k))
 			continue;
 		r = PQprepare(ps->w.c, pg_stmts[k].name, pg_stmts[k].sql,
@@ -1154,9 +1143,10 @@ static bool bell_ring(struct pg_store *ps, struct pconn *pc)
 }
 
 /*
- * The bell thread's ring, on its connection: one found closed (a server
- * restart; read without a round trip, as in writer_connect()) or lost on
- * the way is opened again, once.
+ * The bell thread's ring, on its connection: one found lost on the way
+ * (a server restart, an administrator's pg_terminate_backend while it
+ * was idle) is opened again and the bell rung once more (a bell twice is
+ * harmless).
  */
 static bool bell_send(struct pg_store *ps)
 {
@@ -1164,12 +1154,6 @@ static bool bell_send(struct pg_store *ps)
 	int tries;
 
 	for (tries = 0; tries < 2; tries++) {
-		if (pc->c && (!PQconsumeInput(pc->c) ||
-			      PQstatus(pc->c) != CONNECTION_OK)) {
-			PQfinish(pc->c);
-			pc->c = NULL;
-			pc->prepared = 0;
-		}
 		if (conn_ensure(ps, pc, CONN_READER, "doorbell"))
 			return false;
 		if (bell_ring(ps, pc))
@@ -2950,6 +2934,9 @@ int store__pg_open(const char *conninfo, const struct store_options *opts,
 			err = writer_prepare(ps);
 		if (err)
 			goto out;
+		/* the doorbell's connection now, not at the first commit's
+		 * bell; a failure here is the bell thread's to retry */
+		conn_ensure(ps, &ps->b, CONN_READER, "doorbell");
 		err = -pthread_create(&ps->beller, NULL, bell_main, ps);
 		ps->bell_thread_ok = err == 0;
 	}

@@ -164,7 +164,7 @@ enum {
 	PQ_USAGE,
 	PQ_PENDING,
 	PQ_DBSIZE,
-	/* the writer */
+	/* the writer (pg.c prepares PQ_PUT to PQ_XID_DURABLE on it) */
 	PQ_PUT,
 	PQ_PUT_XID,
 	PQ_PUT_XID_DURABLE,
