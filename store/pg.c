@@ -1385,9 +1385,9 @@ static bool pipe_to_sync(PGconn *c, PGresult **err)
  * op; a first op that is a put returns the xid itself (PQ_PUT_XID or
  * PQ_PUT_XID_DURABLE, no PQ_XID), so a lone put is one statement, where
  * BEGIN, SET LOCAL, the xid, the op and COMMIT were five (measured with
- * 1 writer: tests/pg/run_bench_pg.sh, ratio_w1). An error skips the rest of the
- * transaction, and an error reported at the sync is a failed commit
- * (nothing stored). writer_connect() first reads what a connection
+ * 1 writer: tests/pg/run_bench_pg.sh, ratio_w1). An error skips the rest
+ * of the transaction, and an error reported at the sync is a failed
+ * commit (nothing stored). writer_connect() first reads what a connection
  * closed while idle left, so a restart costs a reconnect, not an unknown
  * outcome. Same contract as batch_attempt().
  */
