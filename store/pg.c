@@ -50,9 +50,10 @@
  * flush, which covers every earlier commit) if anything was committed
  * asynchronously since the last such flush.
  *
- * Doorbells. After each commit that changed rows, the writer rings the
- * doorbell: pg_notify in its own small transaction with synchronous_commit
- * off, payload our origin (so we ignore our own). Never inside the data
+ * Doorbells. After each commit that changed rows, the doorbell thread
+ * rings the doorbell on a connection of its own (bell_ask() and below):
+ * pg_notify in its own small transaction with synchronous_commit off,
+ * payload our origin (so we ignore our own). Never inside the data
  * transaction and never from a trigger: a notifying commit holds a
  * cluster-wide lock through its WAL flush. A doorbell that fails is
  * counted (store_doorbells_failed), never turned into a write error: the
@@ -89,7 +90,8 @@
  * is at or below it may have missed a pruned row: invalidate everything.
  *
  * Locking: lock (queue, stopping, published stats; callers sleep on
- * their op's cond), pool_lock (the reader slots), feed_lock (the feed
+ * their op's cond), bell_lock (what the doorbell thread owes; taken
+ * alone), pool_lock (the reader slots), feed_lock (the feed
  * connection, the cursor ring and the lease's state), ack_lock (the count
  * of acknowledgements heard; store_wait_applied() sleeps on ack_cond).
  * Only feed_lock -> ack_lock is ever nested (draining the feed connection
@@ -197,8 +199,7 @@ struct pg_store {
 	/* whoever runs a batch (busy: the writer thread or a caller), and
 	 * open/close */
 	struct pconn w;
-	bool unsynced;	       /* an async commit since the last WAL flush */
-	unsigned bell_results; /* of the last batch's doorbell, unread */
+	bool unsynced; /* an async commit since the last WAL flush */
 	struct store_stats wstats;
 
 	pthread_mutex_t lock;
@@ -212,6 +213,19 @@ struct pg_store {
 	bool busy;     /* L: lock; a batch runs (the connection is taken) */
 	bool stopping; /* L: lock */
 	struct store_stats stats; /* L: lock */
+
+	/* the doorbell (see "Doorbells" above): its thread and connection */
+	pthread_t beller;
+	bool bell_thread_ok;
+	struct pconn b; /* the bell thread's alone */
+	pthread_mutex_t bell_lock;
+	pthread_cond_t bell_cond;
+	uint64_t bell_asked;   /* L: bell_lock; commits that want a bell */
+	uint64_t bell_covered; /* L: bell_lock; asked when the last bell was
+				  * sent: commits up to it are rung */
+	uint64_t bell_flight;  /* L: bell_lock; covered by the bell in
+				  * flight on b (0: none) */
+	bool bell_stop;	       /* L: bell_lock */
 
 	/* the feed */
 	pthread_mutex_t feed_lock;
@@ -240,7 +254,8 @@ struct pg_store {
 	uint64_t ack_unknown; /* L: ack_lock; heard without a snapshot */
 
 	atomic_uint_fast64_t errs[STORE_ERR_NKINDS];
-	atomic_uint_fast64_t bells_sent, bells_failed, bells_received;
+	atomic_uint_fast64_t bells_sent, bells_failed, bells_received,
+		bells_coalesced;
 	atomic_uint_fast64_t passes, reconnects, queue_ppm;
 	atomic_uint_fast64_t renewals, lapses, acks_waited, ack_wait_ns,
 		ack_wait_max_ns, acks_timed_out;
@@ -1005,15 +1020,11 @@ static const char *op_name(const struct op *op)
 /* Prepares the writer's statements on a fresh connection. */
 static int writer_prepare(struct pg_store *ps)
 {
-	static const int idx[] = {PQ_PUT,     PQ_DELETE,      PQ_DELETE_VERSION,
-				  PQ_VERSION, PQ_RENAME,      PQ_PRUNE,
-				  PQ_XID,     PQ_XID_DURABLE, PQ_BELL};
 	PGresult *r;
-	size_t i;
 	int k;
 
-	for (i = 0; i < sizeof(idx) / sizeof(idx[0]); i++) {
-		k = idx[i];
+	/* the writer's statements: PQ_PUT to PQ_XID_DURABLE (pg_sql.h) */
+	for (k = PQ_PUT; k <= PQ_XID_DURABLE; k++) {
 		if (ps->w.prepared & (1u << k))
 			continue;
 		r = PQprepare(ps->w.c, pg_stmts[k].name, pg_stmts[k].sql,
@@ -1048,7 +1059,6 @@ static int writer_connect(struct pg_store *ps, int64_t deadline)
 		PQfinish(ps->w.c);
 		ps->w.c = NULL;
 		ps->w.prepared = 0;
-		ps->bell_results = 0;
 	}
 	for (;;) {
 		err = conn_ensure(ps, &ps->w, CONN_WRITER, "connect");
@@ -1065,19 +1075,149 @@ static int writer_connect(struct pg_store *ps, int64_t deadline)
 	}
 }
 
-/* The doorbell: its own small asynchronous transaction after a commit. */
-static void ring(struct pg_store *ps)
-{
-	const char *bv[1] = {ps->origin};
-	PGresult *r = PQexecPrepared(ps->w.c, pg_stmts[PQ_BELL].name, 1, bv,
-				     NULL, NULL, 0);
+/*
+ * The doorbell (see "Doorbells" above). A commit that changed rows asks
+ * for one (bell_ask(), before its callers are woken); the bell thread
+ * rings it on a connection of its own, so the writer's connection goes
+ * on with the next batch while the server runs the bell beside it (on
+ * the writer's connection, behind the commit, it cost each lone write
+ * the bell's transaction: tests/pg/run_bench_pg.sh, ratio_w1). At most
+ * one bell is in flight: the commits that ask meanwhile are covered by
+ * the next, sent as soon as it returns (store_doorbells_coalesced counts
+ * the commits that got no bell of their own). So a commit's bell leaves
+ * at most one bell's round trip after it, and back-to-back commits cost
+ * one bell per round trip, not one each. A strict write does not wait
+ * for the bell in flight: bell_hurry().
+ */
 
-	/* counted, never a write error; a lost connection is seen later */
-	atomic_fetch_add_explicit(r && PQresultStatus(r) == PGRES_TUPLES_OK
-					  ? &ps->bells_sent
-					  : &ps->bells_failed,
-				  1, memory_order_relaxed);
-	PQclear(r);
+/* A commit that changed rows: ring for it. */
+static void bell_ask(struct pg_store *ps)
+{
+	pthread_mutex_lock(&ps->bell_lock);
+	ps->bell_asked++;
+	if (!ps->bell_flight) /* else the thread looks when it returns */
+		pthread_cond_signal(&ps->bell_cond);
+	pthread_mutex_unlock(&ps->bell_lock);
+}
+
+/* A bell for the commits up to upto leaves: counted. L: bell_lock */
+static void bell_leaves_locked(struct pg_store *ps, uint64_t upto)
+{
+	atomic_fetch_add_explicit(&ps->bells_sent, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&ps->bells_coalesced,
+				  upto - ps->bell_covered - 1,
+				  memory_order_relaxed);
+	ps->bell_covered = upto;
+}
+
+/*
+ * Rings on pc (connected): PQ_BELL, a transaction of its own. False if
+ * it failed (counted by the caller, never a write error); a lost
+ * connection is dropped.
+ */
+static bool bell_ring(struct pg_store *ps, struct pconn *pc)
+{
+	const struct pg_stmt *s = &pg_stmts[PQ_BELL];
+	const char *bv[1] = {ps->origin};
+	PGresult *r;
+	bool ok = true;
+
+	if (!(pc->prepared & (1u << PQ_BELL))) {
+		r = PQprepare(pc->c, s->name, s->sql, s->nparams, NULL);
+		ok = r && PQresultStatus(r) == PGRES_COMMAND_OK;
+		PQclear(r);
+		if (ok)
+			pc->prepared |= 1u << PQ_BELL;
+	}
+	if (ok) {
+		r = PQexecPrepared(pc->c, s->name, 1, bv, NULL, NULL, 0);
+		ok = r && PQresultStatus(r) == PGRES_TUPLES_OK;
+		PQclear(r);
+	}
+	if (!ok && PQstatus(pc->c) != CONNECTION_OK) {
+		PQfinish(pc->c);
+		pc->c = NULL;
+		pc->prepared = 0;
+	}
+	return ok;
+}
+
+/*
+ * The bell thread's ring, on its connection: one found lost on the way
+ * (a server restart, an administrator's pg_terminate_backend while it
+ * was idle) is opened again and the bell rung once more (a bell twice is
+ * harmless).
+ */
+static bool bell_send(struct pg_store *ps)
+{
+	struct pconn *pc = &ps->b;
+	int tries;
+
+	for (tries = 0; tries < 2; tries++) {
+		if (conn_ensure(ps, pc, CONN_READER, "doorbell"))
+			return false;
+		if (bell_ring(ps, pc))
+			return true;
+		if (pc->c)
+			return false; /* failed, not the connection */
+	}
+	return false;
+}
+
+/* Rings while commits ask; at close, once more for those not rung. */
+static void *bell_main(void *arg)
+{
+	struct pg_store *ps = arg;
+	uint64_t upto;
+	bool ok;
+
+	pthread_mutex_lock(&ps->bell_lock);
+	for (;;) {
+		while (ps->bell_asked == ps->bell_covered && !ps->bell_stop)
+			pthread_cond_wait(&ps->bell_cond, &ps->bell_lock);
+		if (ps->bell_asked == ps->bell_covered)
+			break; /* stopping, every commit rung */
+		upto = ps->bell_asked;
+		bell_leaves_locked(ps, upto);
+		ps->bell_flight = upto;
+		pthread_mutex_unlock(&ps->bell_lock);
+		ok = bell_send(ps);
+		pthread_mutex_lock(&ps->bell_lock);
+		ps->bell_flight = 0;
+		if (!ok)
+			atomic_fetch_add_explicit(&ps->bells_failed, 1,
+						  memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&ps->bell_lock);
+	return NULL;
+}
+
+/*
+ * Before a strict write waits for acknowledgements: if commits wait for
+ * a bell behind the one in flight (ours may be among them), they are
+ * rung now, on a reader, rather than when that bell returns.
+ */
+static void bell_hurry(struct pg_store *ps)
+{
+	uint64_t upto;
+	bool ok = false;
+	int slot;
+
+	pthread_mutex_lock(&ps->bell_lock);
+	upto = ps->bell_asked;
+	if (!ps->bell_flight || upto == ps->bell_covered) {
+		pthread_mutex_unlock(&ps->bell_lock);
+		return; /* rung, or the thread rings it now */
+	}
+	bell_leaves_locked(ps, upto);
+	pthread_mutex_unlock(&ps->bell_lock);
+	if (reader_get(ps, "doorbell", &slot) == 0) {
+		ok = bell_ring(ps, &ps->readers[slot]);
+		reader_put(ps, slot);
+	}
+	if (!ok)
+		atomic_fetch_add_explicit(&ps->bells_failed, 1,
+					  memory_order_relaxed);
 }
 
 /* What a batch holds. */
@@ -1112,12 +1252,14 @@ static void batch_fail(struct op *batch, int err)
 	}
 }
 
-/* The transaction id of a "SELECT pg_current_xact_id()::text" result. */
-static uint64_t xid_of(const PGresult *r)
+/* The transaction id in column col of a one-row result, as text
+ * (pg_current_xact_id()::text; libpq ends a binary value with a NUL too). */
+static uint64_t xid_of(const PGresult *r, int col)
 {
-	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
+	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1 ||
+	    PQnfields(r) <= col)
 		return 0;
-	return strtoull(PQgetvalue(r, 0, 0), NULL, 10);
+	return strtoull(PQgetvalue(r, 0, col), NULL, 10);
 }
 
 /* Our writer committed transaction xid: store_wait_applied() waits for it. */
@@ -1147,31 +1289,6 @@ static int xid_stmt(const struct pg_store *ps, bool durable)
  * a lost connection leaves the outcome unknown.
  */
 /* ---- the pipelined batch ---- */
-
-static void batch_account(struct pg_store *ps, struct op *batch,
-			  const struct batch_info *bi, int64_t commit_ns);
-
-/*
- * A batch committed: counted, published, and its callers woken. The ops
- * live on the callers' stacks: nothing may touch the batch afterwards.
- */
-static void batch_committed(struct pg_store *ps, struct op *batch,
-			    const struct batch_info *bi, int64_t t0)
-{
-	struct op *op, *next;
-
-	batch_account(ps, batch, bi, now_ns() - t0);
-	ps->unsynced = !(bi->durable || ps->durable);
-	pthread_mutex_lock(&ps->lock);
-	ps->stats = ps->wstats;
-	ps->woke_queued = ps->nqueued;
-	for (op = batch; op; op = next) {
-		next = op->next;
-		op->done = true;
-		pthread_cond_signal(&op->cond);
-	}
-	pthread_mutex_unlock(&ps->lock);
-}
 
 /* The parameters of a put's or a delete's statement. */
 struct op_params {
@@ -1262,100 +1379,65 @@ static bool pipe_to_sync(PGconn *c, PGresult **err)
 }
 
 /*
- * Reads the result of the last pipelined batch's doorbell and the sync
- * after it; false if the connection broke (seen by writer_connect()).
- */
-static bool bell_read(struct pg_store *ps)
-{
-	PGconn *c = ps->w.c;
-	PGresult *r = PQgetResult(c), *err = NULL;
-	bool ok = r && PQresultStatus(r) == PGRES_TUPLES_OK, up;
-
-	PQclear(r);
-	up = pipe_to_sync(c, &err);
-	if (!ok || err) /* counted as sent (batch_pipe()) */
-		atomic_fetch_add_explicit(&ps->bells_failed, 1,
-					  memory_order_relaxed);
-	PQclear(err);
-	return up;
-}
-
-/* Reads what the last pipelined batch left unread; leaves pipeline mode. */
-static void pipe_finish(struct pg_store *ps)
-{
-	if (!ps->bell_results)
-		return;
-	ps->bell_results = 0;
-	if (bell_read(ps))
-		PQexitPipelineMode(ps->w.c);
-}
-
-/*
- * The batch and its doorbell, sent at once (libpq pipeline mode), then
- * their results read in order: one round trip per batch. Two implicit
- * transactions, each ended by a pipeline sync, which commits it: the
- * data (PQ_XID or PQ_XID_DURABLE, then every op) and after it the
- * doorbell (PQ_BELL). Three statements for a lone op, where BEGIN, SET
- * LOCAL, the xid, the op, COMMIT and the bell were six (measured with
- * 1 writer: tests/pg/run_bench_pg.sh, ratio_w1). The server runs them in
- * order, so the doorbell's transaction starts only after the data's
- * commit returned; an error skips the rest of its transaction, and an
- * error reported at the first sync is a failed commit (nothing stored).
- * writer_connect() first reads what a connection closed while idle left,
- * so a restart costs a reconnect, not an unknown outcome. Same contract
- * as batch_attempt().
+ * The batch sent at once (libpq pipeline mode), then its results read in
+ * order: one round trip per batch. One implicit transaction, ended by a
+ * pipeline sync, which commits it: PQ_XID or PQ_XID_DURABLE, then every
+ * op; a first op that is a put returns the xid itself (PQ_PUT_XID or
+ * PQ_PUT_XID_DURABLE, no PQ_XID), so a lone put is one statement, where
+ * BEGIN, SET LOCAL, the xid, the op and COMMIT were five (measured with
+ * 1 writer: tests/pg/run_bench_pg.sh, ratio_w1). An error skips the rest
+ * of the transaction, and an error reported at the sync is a failed
+ * commit (nothing stored). writer_connect() first reads what a connection
+ * closed while idle left, so a restart costs a reconnect, not an unknown
+ * outcome. Same contract as batch_attempt().
  */
 static int batch_pipe(struct pg_store *ps, struct op *batch,
-		      const struct batch_info *bi, int64_t t0, PGresult **fr,
-		      struct op **failed, bool *at_commit, bool *woken)
+		      const struct batch_info *bi, PGresult **fr,
+		      struct op **failed, bool *at_commit)
 {
 	int first = xid_stmt(ps, bi->durable);
-	const char *bv[1] = {ps->origin};
 	PGconn *c = ps->w.c;
-	/* behind the last batch's doorbell, its result still unread */
-	bool behind =
-		ps->bell_results && PQpipelineStatus(c) != PQ_PIPELINE_OFF;
-	unsigned syncs = 0; /* read so far, of 2 */
+	bool synced = false, sent = true;
 	uint64_t xid = 0;
 	struct op_params p;
 	int64_t now = wall_ns();
-	bool sent;
-	struct op *op;
+	struct op *op, *fold;
 	PGresult *r;
 
-	ps->bell_results = 0;
-	if (!behind && !PQenterPipelineMode(c))
+	for (fold = batch; fold && fold->final; fold = fold->next)
+		;
+	if (fold && fold->kind != OP_PUT)
+		fold = NULL; /* the xid from a statement of its own */
+	if (!PQenterPipelineMode(c))
 		return -EAGAIN; /* the caller goes on without the pipeline */
-	sent = PQsendQueryPrepared(c, pg_stmts[first].name, 0, NULL, NULL, NULL,
-				   0) == 1;
+	if (!fold)
+		sent = PQsendQueryPrepared(c, pg_stmts[first].name, 0, NULL,
+					   NULL, NULL, 0) == 1;
 	for (op = batch; op && sent; op = op->next) {
 		if (op->final)
 			continue;
 		op_params(op, &p, now);
+		if (op == fold)
+			p.idx = first == PQ_XID ? PQ_PUT_XID
+						: PQ_PUT_XID_DURABLE;
 		op->meta.mtime_ns = now;
 		sent = PQsendQueryPrepared(c, pg_stmts[p.idx].name, p.n, p.vals,
 					   p.lens, p.fmts, 1) == 1;
 	}
-	sent = sent && PQpipelineSync(c) == 1 &&
-	       PQsendQueryPrepared(c, pg_stmts[PQ_BELL].name, 1, bv, NULL, NULL,
-				   0) == 1 &&
-	       PQpipelineSync(c) == 1;
+	sent = sent && PQpipelineSync(c) == 1;
 	*at_commit = true;
 	if (!sent) { /* the connection broke while sending */
 		*fr = NULL;
 		return -EIO;
 	}
-	if (behind && !bell_read(ps)) {
-		*fr = NULL; /* the connection broke: unknown */
-		return -EIO;
-	}
-	r = pipe_result(c); /* the xid */
-	if (!r || PQresultStatus(r) != PGRES_TUPLES_OK) {
+	r = fold ? NULL : pipe_result(c); /* the xid */
+	if (!fold && (!r || PQresultStatus(r) != PGRES_TUPLES_OK)) {
 		*at_commit = !r; /* a lost connection: unknown */
 		*fr = r;
 		goto drain;
 	}
-	xid = xid_of(r);
+	if (!fold)
+		xid = xid_of(r, 0);
 	PQclear(r);
 	for (op = batch; op; op = op->next) {
 		if (op->final)
@@ -1370,6 +1452,8 @@ static int batch_pipe(struct pg_store *ps, struct op *batch,
 			*fr = r;
 			goto drain;
 		}
+		if (op == fold)
+			xid = xid_of(r, 1);
 		if (op->kind == OP_PUT) {
 			op->meta.version = col_u64(r, 0, 0);
 			op->meta.size = op->len;
@@ -1380,31 +1464,24 @@ static int batch_pipe(struct pg_store *ps, struct op *batch,
 		PQclear(r);
 	}
 	/* the commit: the sync, or an error before it (nothing stored) */
-	syncs = pipe_to_sync(c, fr) ? 1 : 0;
-	if (!syncs || *fr)
+	synced = pipe_to_sync(c, fr);
+	if (!synced || *fr)
 		goto drain;
+	PQexitPipelineMode(c);
 	xid_committed(ps, xid);
-	/* committed, and the doorbell is on its way: the callers go now
-	 * (their ops die with them); its result is read by the next user
-	 * of the connection (pipe_finish()), so that a caller that ran the
-	 * batch itself does not wait for it either */
-	batch_committed(ps, batch, bi, t0);
-	*woken = true;
-	ps->bell_results = 1;
-	atomic_fetch_add_explicit(&ps->bells_sent, 1, memory_order_relaxed);
 	return 0;
 drain:
-	/* skip to the last sync; a broken connection ends it early */
-	while (syncs < 2 && pipe_to_sync(c, NULL))
-		syncs++;
+	/* skip to the sync; a broken connection ends it early */
+	if (!synced)
+		pipe_to_sync(c, NULL);
 	if (PQstatus(c) == CONNECTION_OK)
 		PQexitPipelineMode(c);
 	return -EIO;
 }
 
 static int batch_attempt(struct pg_store *ps, struct op *batch,
-			 const struct batch_info *bi, int64_t t0, PGresult **fr,
-			 struct op **failed, bool *at_commit, bool *woken)
+			 const struct batch_info *bi, PGresult **fr,
+			 struct op **failed, bool *at_commit)
 {
 	bool durable = bi->durable;
 	uint64_t xid;
@@ -1415,10 +1492,8 @@ static int batch_attempt(struct pg_store *ps, struct op *batch,
 	*failed = NULL;
 	*fr = NULL;
 	*at_commit = false;
-	*woken = false;
 	if (pipe_ok(batch)) {
-		rc = batch_pipe(ps, batch, bi, t0, fr, failed, at_commit,
-				woken);
+		rc = batch_pipe(ps, batch, bi, fr, failed, at_commit);
 		if (rc != -EAGAIN)
 			return rc;
 	}
@@ -1427,7 +1502,7 @@ static int batch_attempt(struct pg_store *ps, struct op *batch,
 	/* the pipeline's first statement (a synchronous commit with it) */
 	xr = PQexecPrepared(ps->w.c, pg_stmts[xid_stmt(ps, durable)].name, 0,
 			    NULL, NULL, NULL, 0);
-	xid = xid_of(xr);
+	xid = xid_of(xr, 0);
 	if (!xid) {
 		*fr = xr;
 		PQclear(PQexec(ps->w.c, "ROLLBACK"));
@@ -1493,7 +1568,7 @@ static int wal_flush(struct pg_store *ps)
 }
 
 /* The whole life of one batch; settles every op. */
-static bool batch_run(struct pg_store *ps, struct op *batch)
+static void batch_run(struct pg_store *ps, struct op *batch)
 {
 	int64_t deadline = now_ns() + (int64_t)ps->busy_timeout_ms * 1000000,
 		t0;
@@ -1503,7 +1578,7 @@ static bool batch_run(struct pg_store *ps, struct op *batch)
 	struct op *op, *failed;
 	PGresult *fr;
 	char msg[512];
-	bool lost, at_commit, woken;
+	bool lost, at_commit;
 	int err;
 
 	batch_scan(batch, &bi);
@@ -1511,33 +1586,24 @@ static bool batch_run(struct pg_store *ps, struct op *batch)
 		op->final = false;
 		op->rc = 0;
 	}
-	/* a batch that can be pipelined is sent behind the last batch's
-	 * doorbell, whose result batch_pipe() reads after sending it: no
-	 * wait for that result first */
-	if (!(ps->bell_results && bi.nwrites && pipe_ok(batch) &&
-	      PQconsumeInput(ps->w.c) && PQstatus(ps->w.c) == CONNECTION_OK))
-		pipe_finish(ps);
 	err = writer_connect(ps, deadline);
 	if (err) {
 		batch_fail(batch, err);
-		return false;
+		return;
 	}
 	if (!bi.nwrites) { /* syncs only */
 		batch_fail(batch, wal_flush(ps));
-		return false;
+		return;
 	}
 	for (;;) {
 		t0 = now_ns();
-		err = batch_attempt(ps, batch, &bi, t0, &fr, &failed,
-				    &at_commit, &woken);
-		if (err == 0 && woken)
-			return true; /* the ops are gone: touch nothing */
+		err = batch_attempt(ps, batch, &bi, &fr, &failed, &at_commit);
 		if (err == 0) {
 			batch_account(ps, batch, &bi, now_ns() - t0);
 			ps->unsynced = !(bi.durable || ps->durable);
 			if (bi.nchanges)
-				ring(ps);
-			return false;
+				bell_ask(ps); /* before the callers wake */
+			return;
 		}
 		err = pg_errno(ps->w.c, fr, &kind, &lost);
 		pg_msg(ps->w.c, fr, msg, sizeof(msg));
@@ -1560,7 +1626,7 @@ static bool batch_run(struct pg_store *ps, struct op *batch)
 					if (!op->final && op_changes_kv(op))
 						ps->wstats.errors++;
 				batch_fail(batch, err); /* reported */
-				return false;
+				return;
 			}
 		}
 		if (kind == STORE_ERR_BUSY && now_ns() < deadline) {
@@ -1592,7 +1658,7 @@ static bool batch_run(struct pg_store *ps, struct op *batch)
 							  memory_order_relaxed);
 		}
 		batch_fail(batch, err);
-		return false;
+		return;
 	}
 }
 
@@ -1641,18 +1707,16 @@ static void run_locked(struct pg_store *ps, struct op *batch, unsigned n)
 {
 	struct op *op, *next;
 	int64_t t0;
-	bool woken;
 
 	pthread_mutex_unlock(&ps->lock);
 	t0 = now_ns();
-	woken = batch_run(ps, batch);
+	batch_run(ps, batch);
 	pthread_mutex_lock(&ps->lock);
 	ps->last_batch = n;
 	ps->last_commit_ns = now_ns() - t0;
 	ps->stats = ps->wstats;
-	if (!woken)
-		ps->woke_queued = ps->nqueued;
-	for (op = woken ? NULL : batch; op; op = next) {
+	ps->woke_queued = ps->nqueued;
+	for (op = batch; op; op = next) {
 		next = op->next; /* op dies once its caller wakes */
 		op->done = true;
 		pthread_cond_signal(&op->cond);
@@ -2301,6 +2365,7 @@ static int pg_wait_applied(struct store *st)
 
 	if (!xid)
 		return 0; /* we never committed anything */
+	bell_hurry(ps);
 	/* a mount that renews acknowledges; one that does not renews is
 	 * waited for until its lease_until, at most lease_ms away; a pass
 	 * and a renewal period on top (store.h) */
@@ -2611,6 +2676,8 @@ static void pg_stats(struct store *st, struct store_stats *out)
 		atomic_load_explicit(&ps->bells_sent, memory_order_relaxed);
 	out->doorbells_failed =
 		atomic_load_explicit(&ps->bells_failed, memory_order_relaxed);
+	out->doorbells_coalesced = atomic_load_explicit(&ps->bells_coalesced,
+							memory_order_relaxed);
 	out->doorbells_received =
 		atomic_load_explicit(&ps->bells_received, memory_order_relaxed);
 	out->feed_passes =
@@ -2712,6 +2779,13 @@ static void pg_close(struct store *st)
 		pthread_mutex_unlock(&ps->lock);
 		pthread_join(ps->writer, NULL);
 	}
+	if (ps->bell_thread_ok) { /* after the writer: it rings what is owed */
+		pthread_mutex_lock(&ps->bell_lock);
+		ps->bell_stop = true;
+		pthread_cond_signal(&ps->bell_cond);
+		pthread_mutex_unlock(&ps->bell_lock);
+		pthread_join(ps->beller, NULL);
+	}
 	if (ps->lease_ever && ps->f.c && PQstatus(ps->f.c) == CONNECTION_OK) {
 		/* others stop waiting for us at once */
 		const char *vals[1] = {ps->origin};
@@ -2721,6 +2795,7 @@ static void pg_close(struct store *st)
 			NULL, vals, NULL, NULL, 0));
 	}
 	pconn_close(&ps->w);
+	pconn_close(&ps->b);
 	pconn_close(&ps->f);
 	for (i = 0; i < PG_READERS; i++)
 		pconn_close(&ps->readers[i]);
@@ -2736,6 +2811,8 @@ static void pg_close(struct store *st)
 		pthread_mutex_destroy(&ps->feed_lock);
 		pthread_mutex_destroy(&ps->ack_lock);
 		pthread_cond_destroy(&ps->ack_cond);
+		pthread_mutex_destroy(&ps->bell_lock);
+		pthread_cond_destroy(&ps->bell_cond);
 	}
 	for (i = 0; (unsigned)i < ps->nacks; i++)
 		free(ps->acks[i].snap);
@@ -2816,7 +2893,9 @@ int store__pg_open(const char *conninfo, const struct store_options *opts,
 	    pthread_cond_init(&ps->pool_free, NULL) ||
 	    pthread_mutex_init(&ps->feed_lock, NULL) ||
 	    pthread_mutex_init(&ps->ack_lock, NULL) ||
-	    wake_init(&ps->ack_cond)) {
+	    wake_init(&ps->ack_cond) ||
+	    pthread_mutex_init(&ps->bell_lock, NULL) ||
+	    pthread_cond_init(&ps->bell_cond, NULL)) {
 		free(ps->conninfo);
 		free(ps);
 		return -ENOMEM;
@@ -2855,6 +2934,13 @@ int store__pg_open(const char *conninfo, const struct store_options *opts,
 			err = writer_prepare(ps);
 		if (err)
 			goto out;
+		/* the doorbell's connection now, not at the first commit's
+		 * bell; a failure here is the bell thread's to retry */
+		conn_ensure(ps, &ps->b, CONN_READER, "doorbell");
+		err = -pthread_create(&ps->beller, NULL, bell_main, ps);
+		ps->bell_thread_ok = err == 0;
+	}
+	if (!err && !ps->read_only) {
 		err = -pthread_create(&ps->writer, NULL, writer_main, ps);
 		ps->thread_ok = err == 0;
 	}

@@ -164,8 +164,10 @@ enum {
 	PQ_USAGE,
 	PQ_PENDING,
 	PQ_DBSIZE,
-	/* the writer */
+	/* the writer (pg.c prepares PQ_PUT to PQ_XID_DURABLE on it) */
 	PQ_PUT,
+	PQ_PUT_XID,
+	PQ_PUT_XID_DURABLE,
 	PQ_DELETE,
 	PQ_DELETE_VERSION,
 	PQ_VERSION,
@@ -182,6 +184,16 @@ enum {
 	PQ_ACK_BELL,
 	PQ_NSTMT
 };
+
+/* An upsert of (region $1, key $2): value $3, size $4, mtime_ns $5. */
+#define PG_PUT_SQL                                                             \
+	"INSERT INTO regionfs.kv AS t"                                         \
+	"(region, key, value, size, mtime_ns, version) "                       \
+	"VALUES ($1, $2, $3, $4, $5, 1) "                                      \
+	"ON CONFLICT (region, key) DO UPDATE SET "                             \
+	"value = excluded.value, size = excluded.size, "                       \
+	"mtime_ns = excluded.mtime_ns, "                                       \
+	"version = coalesce(t.version, 0) + 1 "
 
 struct pg_stmt {
 	const char *name, *sql;
@@ -221,16 +233,23 @@ static const struct pg_stmt pg_stmts[PQ_NSTMT] = {
 		 2},
 	[PQ_DBSIZE] = {"rfs_dbsize",
 		       "SELECT pg_database_size(current_database())", 0},
-	[PQ_PUT] = {"rfs_put",
-		    "INSERT INTO regionfs.kv AS t"
-		    "(region, key, value, size, mtime_ns, version) "
-		    "VALUES ($1, $2, $3, $4, $5, 1) "
-		    "ON CONFLICT (region, key) DO UPDATE SET "
-		    "value = excluded.value, size = excluded.size, "
-		    "mtime_ns = excluded.mtime_ns, "
-		    "version = coalesce(t.version, 0) + 1 "
-		    "RETURNING version",
-		    5},
+	[PQ_PUT] = {"rfs_put", PG_PUT_SQL "RETURNING version", 5},
+	/*
+	 * A pipelined batch's first put (pg.c, batch_pipe()), which also
+	 * returns what PQ_XID and PQ_XID_DURABLE do: its transaction's id,
+	 * as text, and for a durable batch of a session that commits
+	 * asynchronously a synchronous commit of this transaction. A lone
+	 * put is then one statement, as a raw upsert is.
+	 */
+	[PQ_PUT_XID] = {"rfs_put_xid",
+			PG_PUT_SQL
+			"RETURNING version, pg_current_xact_id()::text",
+			5},
+	[PQ_PUT_XID_DURABLE] =
+		{"rfs_put_xid_durable",
+		 PG_PUT_SQL "RETURNING version, pg_current_xact_id()::text, "
+			    "set_config('synchronous_commit', 'on', true)",
+		 5},
 	[PQ_DELETE] = {"rfs_delete",
 		       "DELETE FROM regionfs.kv WHERE region = $1 AND key = $2",
 		       2},

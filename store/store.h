@@ -342,6 +342,10 @@ int store_wait_applied(struct store *st);
 	X(STORE_COUNTER, doorbells_failed, STORE_UNIT_COUNT,                   \
 	  "store_doorbells_failed", "regionfs_store_doorbells_failed_total",   \
 	  "PostgreSQL: doorbells that failed (the write still succeeded).")    \
+	X(STORE_COUNTER, doorbells_coalesced, STORE_UNIT_COUNT,                \
+	  "store_doorbells_coalesced",                                         \
+	  "regionfs_store_doorbells_coalesced_total",                          \
+	  "PostgreSQL: commits covered by a later commit's doorbell.")         \
 	X(STORE_COUNTER, doorbells_received, STORE_UNIT_COUNT,                 \
 	  "store_doorbells_received",                                          \
 	  "regionfs_store_doorbells_received_total",                           \
