@@ -59,7 +59,7 @@
  *
  * Own changes in the feed. The triggers record our writer's changes too,
  * which the daemon must not take for outside ones. Inside each batch
- * transaction the writer reads the feed's head (sqlite_sequence) before
+ * transaction the writer reads the feed's head (max(seq)) before
  * its first statement and after its last; SQLite admits one writer at a
  * time, so every sequence number in between is ours. It records that
  * range (changes.c) after COMMIT succeeds, holding ranges_lock across COMMIT
