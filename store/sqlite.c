@@ -43,7 +43,9 @@
  *
  * Durability. A committed change (store_put returned 0) is in the WAL file
  * through write(): it survives a killed process, not a power loss
- * (synchronous=NORMAL). A batch that holds a STORE_DURABLE op is committed
+ * (synchronous=NORMAL). The write connection's VFS (walvfs.c) gathers a
+ * commit's frames and writes them with one pwrite() before COMMIT
+ * returns. A batch that holds a STORE_DURABLE op is committed
  * with synchronous=FULL, set outside the transaction (sync_mode()); the
  * write connection keeps the mode it was last set to until a batch wants
  * the other one, so a stream of durable batches runs no PRAGMA at all
@@ -563,7 +565,7 @@ static int writer_open(struct store *st)
 		st->path, &st->wdb,
 		(st->read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) |
 			SQLITE_OPEN_NOMUTEX,
-		NULL);
+		st->read_only ? NULL : store__walvfs_name());
 	if (rc != SQLITE_OK)
 		return store__sqlerr(st->wdb, rc);
 	sqlite3_extended_result_codes(st->wdb, 1);
