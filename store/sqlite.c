@@ -1223,7 +1223,7 @@ static int batch_apply(struct store *st, struct op *batch)
 static int batch_commit(struct store *st, uint64_t lo, uint64_t hi)
 {
 	int64_t t0 = store__now_ns();
-	int rc;
+	int rc, frc;
 
 	store__assert_writer(st);
 	store__ranges_lock(st);
@@ -1231,6 +1231,10 @@ static int batch_commit(struct store *st, uint64_t lo, uint64_t hi)
 	if (rc == SQLITE_DONE)
 		store__ranges_add_locked(st, lo, hi);
 	store__ranges_unlock(st);
+	if (rc == SQLITE_DONE) { /* checksum rewrites wait: walvfs.c */
+		frc = store__walvfs_flush(st->wdb);
+		rc = frc == SQLITE_OK ? rc : frc;
+	}
 	st->wstats.commit_ns += store__now_ns() - t0;
 	return rc == SQLITE_DONE ? 0 : store__sqlerr(st->wdb, rc);
 }

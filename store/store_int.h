@@ -235,6 +235,11 @@ int store__rstmt(struct store *st, int idx, struct rconn **rcp,
  * NULL (the default VFS) if it could not be registered.
  */
 const char *store__walvfs_name(void);
+/*
+ * Writes out what db's WAL still holds back (0 or an SQLite code); the
+ * writer calls it after each COMMIT. Nothing for another VFS's WAL.
+ */
+int store__walvfs_flush(sqlite3 *db);
 
 /* ---- changes.c ---------------------------------------------------------- */
 

@@ -1050,6 +1050,66 @@ static void test_commit_writes_the_wal_once(void **state)
 	free(buf);
 }
 
+/* Copies file from to to (a crash image: what a killed process leaves). */
+static void copy_file(const char *from, const char *to)
+{
+	char buf[65536];
+	ssize_t n;
+	int in = open(from, O_RDONLY), out;
+
+	assert_true(in >= 0);
+	out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(out >= 0);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(out, buf, n), n);
+	assert_int_equal(n, 0);
+	close(in);
+	close(out);
+}
+
+/*
+ * When a change call returns, its commit is whole in the WAL file: a copy
+ * of the database and its WAL taken then (the store still open, as if
+ * killed) recovers it. A put larger than the writer's page cache spills
+ * pages to the WAL before COMMIT, after which SQLite rewrites the
+ * checksums of their frames (walvfs.c flushes those after COMMIT).
+ */
+static void test_commit_is_in_the_wal_on_return(void **state)
+{
+	struct fixture *f = *state;
+	char db[160], wal[200], path[200];
+	size_t big = 24 << 20;
+	unsigned char *buf;
+	sqlite3 *c;
+	int i;
+
+	buf = malloc(big);
+	assert_non_null(buf);
+	for (i = 0; i < 3; i++) {
+		memset(buf, 'a' + i, big);
+		assert_int_equal(store_put(f->st, "r", "big", 3, buf,
+					   big - i * 8192, 0, NULL),
+				 0);
+		assert_int_equal(put_str(f->st, "r", "small", "s", NULL), 0);
+		snprintf(db, sizeof(db), "%s/other.db", f->dir);
+		snprintf(wal, sizeof(wal), "%s-wal", db);
+		copy_file(f->path, db);
+		snprintf(path, sizeof(path), "%s-wal", f->path);
+		copy_file(path, wal);
+		c = outside_open(db);
+		assert_int_equal(outside_int(c, "SELECT length(value) FROM kv "
+						"WHERE key = 'big'"),
+				 (int64_t)(big - i * 8192));
+		assert_int_equal(outside_int(c, "SELECT count(*) FROM kv "
+						"WHERE key = 'small'"),
+				 1);
+		sqlite3_close(c);
+		unlink(db);
+		unlink(wal);
+	}
+	free(buf);
+}
+
 /* ---- refusing files ------------------------------------------------------ */
 
 static void test_newer_schema_is_refused(void **state)
@@ -1197,6 +1257,7 @@ int main(void)
 		T(test_pruned_feed_invalidates_everything),
 		T(test_busy_outside_writer_gives_eagain),
 		T(test_commit_writes_the_wal_once),
+		T(test_commit_is_in_the_wal_on_return),
 		T(test_newer_schema_is_refused),
 		T(test_not_a_database_is_refused),
 		T(test_full_disk_gives_enospc_and_keeps_old_value),
