@@ -1,7 +1,6 @@
 /*
  * walvfs.c - the write connection's VFS: SQLite's default VFS, except
- * that the WAL's writes of one commit reach the file in one pwrite(), and
- * a checkpoint's runs of consecutive pages the database file likewise.
+ * that the WAL's writes of one commit reach the file in one pwrite().
  *
  * Why. SQLite writes each WAL frame with two write calls (its 24-byte
  * header, then the page), so a create of a 1 KiB value (about 5 frames)
@@ -39,23 +38,9 @@
  * tests/fault/test_inject.sh (m=25, stale content after ENOMEM, with
  * MALLOC_PERTURB_) appear in 2 of 16 runs even with the buffer unused.
  *
- * The database file. In WAL mode only checkpoints write it: each page
- * from the WAL to its place, in page order, one write call per page (a
- * 64 KiB value's 16 overflow pages, 16 pwrite()s, on top of the 16
- * pread()s from the WAL). Runs of consecutive pages are gathered the same
- * way and flushed before any other use of the file and before every file
- * control, among them SQLITE_FCNTL_CKPT_DONE, which SQLite sends after
- * the copy and before the -shm records the pages as checkpointed (from
- * then on readers read them from the database file; documented for that
- * purpose), and before the sync and truncate that complete a checkpoint.
- * A killed process loses at most writes of a checkpoint that has not
- * recorded itself: the frames are still in the WAL, as after any
- * interrupted checkpoint. No commit detection here.
- *
- * Only the write connection uses this VFS (store__walvfs_name()); its
- * journals and temporary files, the -shm (mapped through the database
- * file's methods, passed through), and every file of the read
- * connections are the default VFS's own. The unix VFS keeps its lock
+ * Only the write connection uses this VFS (store__walvfs_name()); the
+ * database and -shm files, and every file of the read connections, are
+ * the default VFS's own objects, untouched. The unix VFS keeps its lock
  * table per inode for the whole process, whatever VFS object opened a
  * file, so locks between our connections work as before.
  */
@@ -80,7 +65,7 @@
 #define WALVFS_MAX    0x1ffff
 #define WAL_FRAME_HDR 24 /* bytes of a WAL frame header */
 
-/* A WAL or database file: our methods, then the default VFS's file. */
+/* A WAL file: our methods, then the default VFS's file after it. */
 struct walfile {
 	sqlite3_file base;
 	sqlite3_file *real; /* the default VFS's object, after this struct */
@@ -88,7 +73,6 @@ struct walfile {
 	size_t len;	    /* bytes in buf waiting to be written at off */
 	sqlite3_int64 off;
 	sqlite3_int64 commit_page; /* where a commit frame's page goes; 0 */
-	bool is_db;		   /* the database file, not its WAL */
 };
 
 static sqlite3_vfs *parent;
@@ -154,8 +138,6 @@ static int wal_write(sqlite3_file *f, const void *p, int amt, sqlite3_int64 off)
 		w->off = off;
 	memcpy(w->buf + w->len, p, amt);
 	w->len += amt;
-	if (w->is_db) /* a checkpoint's pages: written out by CKPT_DONE */
-		return SQLITE_OK;
 	if (amt == WAL_FRAME_HDR && get_be32((const unsigned char *)p + 4)) {
 		w->commit_page = off + WAL_FRAME_HDR; /* a commit frame */
 		return SQLITE_OK;
@@ -193,45 +175,28 @@ static int wal_file_size(sqlite3_file *f, sqlite3_int64 *size)
 			       : w->real->pMethods->xFileSize(w->real, size);
 }
 
-/* Flushes, then calls the default VFS's method. */
-#define FLUSH_THEN(f, call)                                                    \
-	do {                                                                   \
-		int rc_ = wal_flush((struct walfile *)(f));                    \
-		if (rc_ != SQLITE_OK)                                          \
-			return rc_;                                            \
-		return call;                                                   \
-	} while (0)
+/* ---- the rest passes through ------------------------------------------- */
 
 #define REAL(f) (((struct walfile *)(f))->real)
-
-static int wal_unlock(sqlite3_file *f, int lock)
-{
-	FLUSH_THEN(f, REAL(f)->pMethods->xUnlock(REAL(f), lock));
-}
-
-/* SQLITE_FCNTL_CKPT_DONE above all: "before the -shm file records the
- * pages as checkpointed" (readers then read them from the database). */
-static int wal_file_control(sqlite3_file *f, int op, void *arg)
-{
-	FLUSH_THEN(f, REAL(f)->pMethods->xFileControl(REAL(f), op, arg));
-}
-
-static int wal_fetch(sqlite3_file *f, sqlite3_int64 off, int amt, void **pp)
-{
-	*pp = NULL;
-	FLUSH_THEN(f, REAL(f)->pMethods->xFetch(REAL(f), off, amt, pp));
-}
-
-/* ---- the rest passes through ------------------------------------------- */
 
 static int wal_lock(sqlite3_file *f, int lock)
 {
 	return REAL(f)->pMethods->xLock(REAL(f), lock);
 }
 
+static int wal_unlock(sqlite3_file *f, int lock)
+{
+	return REAL(f)->pMethods->xUnlock(REAL(f), lock);
+}
+
 static int wal_check_reserved(sqlite3_file *f, int *out)
 {
 	return REAL(f)->pMethods->xCheckReservedLock(REAL(f), out);
+}
+
+static int wal_file_control(sqlite3_file *f, int op, void *arg)
+{
+	return REAL(f)->pMethods->xFileControl(REAL(f), op, arg);
 }
 
 static int wal_sector_size(sqlite3_file *f)
@@ -244,40 +209,9 @@ static int wal_device_chars(sqlite3_file *f)
 	return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f));
 }
 
-static int wal_shm_map(sqlite3_file *f, int pg, int pgsz, int extend,
-		       void volatile **pp)
-{
-	return REAL(f)->pMethods->xShmMap(REAL(f), pg, pgsz, extend, pp);
-}
-
-static int wal_shm_lock(sqlite3_file *f, int offset, int n, int flags)
-{
-	return REAL(f)->pMethods->xShmLock(REAL(f), offset, n, flags);
-}
-
-static void wal_shm_barrier(sqlite3_file *f)
-{
-	REAL(f)->pMethods->xShmBarrier(REAL(f));
-}
-
-static int wal_shm_unmap(sqlite3_file *f, int delete_flag)
-{
-	return REAL(f)->pMethods->xShmUnmap(REAL(f), delete_flag);
-}
-
-static int wal_unfetch(sqlite3_file *f, sqlite3_int64 off, void *p)
-{
-	return REAL(f)->pMethods->xUnfetch(REAL(f), off, p);
-}
-
-/*
- * Version 3, as the unix VFS's: the database file has -shm and mmap. A
- * default VFS of an older version (a test's shim) gets copies that say
- * so (walvfs_init()), so SQLite never calls what it lacks.
- */
-static sqlite3_io_methods wal_methods_v1, wal_methods_v2;
+/* A WAL file has no -shm and is not mapped: SQLite never asks. */
 static const sqlite3_io_methods wal_methods = {
-	.iVersion = 3,
+	.iVersion = 1,
 	.xClose = wal_close,
 	.xRead = wal_read,
 	.xWrite = wal_write,
@@ -290,18 +224,9 @@ static const sqlite3_io_methods wal_methods = {
 	.xFileControl = wal_file_control,
 	.xSectorSize = wal_sector_size,
 	.xDeviceCharacteristics = wal_device_chars,
-	.xShmMap = wal_shm_map,
-	.xShmLock = wal_shm_lock,
-	.xShmBarrier = wal_shm_barrier,
-	.xShmUnmap = wal_shm_unmap,
-	.xFetch = wal_fetch,
-	.xUnfetch = wal_unfetch,
 };
 
-/*
- * Opens the database and its WAL through the wrapper, every other file
- * (journals, temporary files) as the default VFS.
- */
+/* Opens a WAL through the wrapper, every other file as the default VFS. */
 static int walvfs_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f,
 		       int flags, int *out_flags)
 {
@@ -309,18 +234,12 @@ static int walvfs_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f,
 	int rc;
 
 	(void)vfs;
-	if (!(flags & (SQLITE_OPEN_WAL | SQLITE_OPEN_MAIN_DB)))
+	if (!(flags & SQLITE_OPEN_WAL))
 		return parent->xOpen(parent, name, f, flags, out_flags);
 	memset(w, 0, sizeof(*w));
 	w->real = (sqlite3_file *)(w + 1);
-	w->is_db = !(flags & SQLITE_OPEN_WAL);
 	rc = parent->xOpen(parent, name, w->real, flags, out_flags);
-	w->base.pMethods = NULL;
-	if (w->real->pMethods)
-		w->base.pMethods =
-			w->real->pMethods->iVersion >= 3   ? &wal_methods
-			: w->real->pMethods->iVersion == 2 ? &wal_methods_v2
-							   : &wal_methods_v1;
+	w->base.pMethods = w->real->pMethods ? &wal_methods : NULL;
 	if (rc == SQLITE_OK) { /* here: a write never allocates */
 		w->buf = mmap(NULL, WALVFS_MAX, PROT_READ | PROT_WRITE,
 			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -335,10 +254,6 @@ static void walvfs_init(void)
 	parent = sqlite3_vfs_find(NULL);
 	if (!parent)
 		return;
-	wal_methods_v2 = wal_methods;
-	wal_methods_v2.iVersion = 2;
-	wal_methods_v1 = wal_methods;
-	wal_methods_v1.iVersion = 1;
 	walvfs = *parent;
 	walvfs.zName = WALVFS_NAME;
 	walvfs.pNext = NULL;
@@ -353,9 +268,7 @@ int store__walvfs_flush(sqlite3 *db)
 
 	if (sqlite3_file_control(db, "main", SQLITE_FCNTL_JOURNAL_POINTER,
 				 &f) != SQLITE_OK ||
-	    !f ||
-	    (f->pMethods != &wal_methods && f->pMethods != &wal_methods_v2 &&
-	     f->pMethods != &wal_methods_v1))
+	    !f || f->pMethods != &wal_methods)
 		return SQLITE_OK;
 	return wal_flush((struct walfile *)f);
 }

@@ -992,13 +992,10 @@ static void test_busy_outside_writer_gives_eagain(void **state)
 
 /* ---- the WAL writes ------------------------------------------------------- */
 
-static atomic_int wal_writes, db_writes;
+static atomic_int wal_writes;
 static ssize_t (*real_pwrite64)(int, const void *, size_t, off_t);
 
-/*
- * The unix VFS's pwrite64 (xSetSystemCall), counting writes to a -wal and
- * to a database file named store.db.
- */
+/* The unix VFS's pwrite64 (xSetSystemCall), counting writes to a -wal. */
 static ssize_t counting_pwrite64(int fd, const void *buf, size_t n, off_t off)
 {
 	char link[64], path[PATH_MAX];
@@ -1008,32 +1005,7 @@ static ssize_t counting_pwrite64(int fd, const void *buf, size_t n, off_t off)
 	len = readlink(link, path, sizeof(path));
 	if (len > 4 && !memcmp(path + len - 4, "-wal", 4))
 		atomic_fetch_add(&wal_writes, 1);
-	if (len > 8 && !memcmp(path + len - 8, "store.db", 8))
-		atomic_fetch_add(&db_writes, 1);
 	return real_pwrite64(fd, buf, n, off);
-}
-
-/* Counts the unix VFS's pwrite64 calls from now on (count_stop()). */
-static sqlite3_vfs *count_start(void)
-{
-	sqlite3_vfs *vfs = sqlite3_vfs_find("unix");
-
-	assert_non_null(vfs);
-	real_pwrite64 = (ssize_t(*)(int, const void *, size_t,
-				    off_t))vfs->xGetSystemCall(vfs, "pwrite64");
-	assert_non_null(real_pwrite64);
-	atomic_store(&wal_writes, 0);
-	atomic_store(&db_writes, 0);
-	assert_int_equal(
-		vfs->xSetSystemCall(vfs, "pwrite64",
-				    (sqlite3_syscall_ptr)counting_pwrite64),
-		SQLITE_OK);
-	return vfs;
-}
-
-static void count_stop(sqlite3_vfs *vfs)
-{
-	vfs->xSetSystemCall(vfs, "pwrite64", NULL);
 }
 
 /*
@@ -1045,16 +1017,24 @@ static void count_stop(sqlite3_vfs *vfs)
 static void test_commit_writes_the_wal_once(void **state)
 {
 	struct fixture *f = *state;
+	sqlite3_vfs *vfs = sqlite3_vfs_find("unix");
 	size_t big = 65536;
 	char key[16], *buf;
-	sqlite3_vfs *vfs;
 	sqlite3 *db;
 	int i;
 
+	assert_non_null(vfs);
 	buf = calloc(1, big);
 	assert_non_null(buf);
 	db = outside_open(f->path);
-	vfs = count_start();
+	real_pwrite64 = (ssize_t(*)(int, const void *, size_t,
+				    off_t))vfs->xGetSystemCall(vfs, "pwrite64");
+	assert_non_null(real_pwrite64);
+	atomic_store(&wal_writes, 0);
+	assert_int_equal(
+		vfs->xSetSystemCall(vfs, "pwrite64",
+				    (sqlite3_syscall_ptr)counting_pwrite64),
+		SQLITE_OK);
 	for (i = 0; i < 20; i++) {
 		snprintf(key, sizeof(key), "k%d", i);
 		assert_int_equal(store_put(f->st, "r", key, strlen(key), buf,
@@ -1064,58 +1044,9 @@ static void test_commit_writes_the_wal_once(void **state)
 		assert_int_equal(outside_int(db, "SELECT count(*) FROM kv"),
 				 i + 1);
 	}
-	count_stop(vfs);
+	vfs->xSetSystemCall(vfs, "pwrite64", NULL);
 	assert_int_equal(atomic_load(&wal_writes), 20);
 	sqlite3_close(db);
-	free(buf);
-}
-
-/*
- * A checkpoint (SQLite's automatic one, after 1000 WAL frames, on the
- * write connection) writes runs of consecutive pages into the database
- * file together: 5 values of 1 MiB are 1,280 overflow pages, written
- * with up to 31 pages a write (walvfs.c), not one write per page. The
- * values read back right, by the store and by an outside reader, and
- * survive a reopen.
- */
-static void test_checkpoint_writes_pages_together(void **state)
-{
-	struct fixture *f = *state;
-	size_t big = 1 << 20;
-	char key[16], *buf;
-	sqlite3_vfs *vfs;
-	sqlite3 *db;
-	int i;
-
-	buf = malloc(big);
-	assert_non_null(buf);
-	db = outside_open(f->path);
-	vfs = count_start();
-	for (i = 0; i < 5; i++) {
-		snprintf(key, sizeof(key), "k%d", i);
-		memset(buf, 'a' + i, big);
-		assert_int_equal(store_put(f->st, "r", key, strlen(key), buf,
-					   big, 0, NULL),
-				 0);
-	}
-	count_stop(vfs);
-	assert_true(atomic_load(&db_writes) > 0);   /* it ran */
-	assert_true(atomic_load(&db_writes) < 200); /* 1,280 pages */
-	for (i = 0; i < 5; i++) {
-		snprintf(key, sizeof(key), "k%d", i);
-		memset(buf, 'a' + i, big);
-		assert_value(f->st, "r", key, buf, big);
-	}
-	assert_int_equal(outside_int(db, "SELECT unicode(CAST(substr(value, "
-					 "1048576) AS TEXT)) FROM kv "
-					 "WHERE key = 'k4'"),
-			 'e');
-	assert_int_equal(outside_int(db, "SELECT sum(length(value)) FROM kv"),
-			 5 * (int64_t)big);
-	sqlite3_close(db);
-	store_close(f->st);
-	assert_int_equal(store_open(f->path, NULL, &f->st), 0);
-	assert_value(f->st, "r", "k4", buf, big);
 	free(buf);
 }
 
@@ -1327,7 +1258,6 @@ int main(void)
 		T(test_busy_outside_writer_gives_eagain),
 		T(test_commit_writes_the_wal_once),
 		T(test_commit_is_in_the_wal_on_return),
-		T(test_checkpoint_writes_pages_together),
 		T(test_newer_schema_is_refused),
 		T(test_not_a_database_is_refused),
 		T(test_full_disk_gives_enospc_and_keeps_old_value),
