@@ -4,8 +4,11 @@
  *
  * The feed is table changes, filled by triggers on kv (store_sql.h) for
  * every writer: our writer thread, the sqlite3 shell, other processes and
- * mounts. Each change gets a growing sequence number (AUTOINCREMENT, so
- * sqlite_sequence holds the head). The daemon polls store_changes() and
+ * mounts. Each change gets a growing sequence number, max(seq) + 1; the
+ * newest row is never deleted (trigger changes_keep_head), so the head,
+ * max(seq), never goes back and no number is handed out twice (schema
+ * version 2; version 1 used AUTOINCREMENT, whose sqlite_sequence row cost
+ * a page write per commit). The daemon polls store_changes() and
  * invalidates the keys that outside writers changed; its own writes are
  * already handled by the write path, so they must be skipped.
  *

@@ -43,7 +43,9 @@
  *
  * Durability. A committed change (store_put returned 0) is in the WAL file
  * through write(): it survives a killed process, not a power loss
- * (synchronous=NORMAL). A batch that holds a STORE_DURABLE op is committed
+ * (synchronous=NORMAL). The write connection's VFS (walvfs.c) gathers a
+ * commit's frames and writes them with one pwrite() before COMMIT
+ * returns. A batch that holds a STORE_DURABLE op is committed
  * with synchronous=FULL, set outside the transaction (sync_mode()); the
  * write connection keeps the mode it was last set to until a batch wants
  * the other one, so a stream of durable batches runs no PRAGMA at all
@@ -59,7 +61,7 @@
  *
  * Own changes in the feed. The triggers record our writer's changes too,
  * which the daemon must not take for outside ones. Inside each batch
- * transaction the writer reads the feed's head (sqlite_sequence) before
+ * transaction the writer reads the feed's head (max(seq)) before
  * its first statement and after its last; SQLite admits one writer at a
  * time, so every sequence number in between is ours. It records that
  * range (changes.c) after COMMIT succeeds, holding ranges_lock across COMMIT
@@ -563,7 +565,7 @@ static int writer_open(struct store *st)
 		st->path, &st->wdb,
 		(st->read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) |
 			SQLITE_OPEN_NOMUTEX,
-		NULL);
+		st->read_only ? NULL : store__walvfs_name());
 	if (rc != SQLITE_OK)
 		return store__sqlerr(st->wdb, rc);
 	sqlite3_extended_result_codes(st->wdb, 1);
@@ -1221,7 +1223,7 @@ static int batch_apply(struct store *st, struct op *batch)
 static int batch_commit(struct store *st, uint64_t lo, uint64_t hi)
 {
 	int64_t t0 = store__now_ns();
-	int rc;
+	int rc, frc;
 
 	store__assert_writer(st);
 	store__ranges_lock(st);
@@ -1229,6 +1231,10 @@ static int batch_commit(struct store *st, uint64_t lo, uint64_t hi)
 	if (rc == SQLITE_DONE)
 		store__ranges_add_locked(st, lo, hi);
 	store__ranges_unlock(st);
+	if (rc == SQLITE_DONE) { /* checksum rewrites wait: walvfs.c */
+		frc = store__walvfs_flush(st->wdb);
+		rc = frc == SQLITE_OK ? rc : frc;
+	}
 	st->wstats.commit_ns += store__now_ns() - t0;
 	return rc == SQLITE_DONE ? 0 : store__sqlerr(st->wdb, rc);
 }

@@ -227,6 +227,20 @@ int store__step_int(sqlite3 *db, sqlite3_stmt *s, int64_t *v);
 int store__rstmt(struct store *st, int idx, struct rconn **rcp,
 		 sqlite3_stmt **out);
 
+/* ---- walvfs.c ----------------------------------------------------------- */
+
+/*
+ * The name of the write connection's VFS (the default one, with each
+ * commit's WAL frames written in one pwrite()), registered on first call;
+ * NULL (the default VFS) if it could not be registered.
+ */
+const char *store__walvfs_name(void);
+/*
+ * Writes out what db's WAL still holds back (0 or an SQLite code); the
+ * writer calls it after each COMMIT. Nothing for another VFS's WAL.
+ */
+int store__walvfs_flush(sqlite3 *db);
+
 /* ---- changes.c ---------------------------------------------------------- */
 
 /* store_changes_head() and store_changes() of the SQLite store. */

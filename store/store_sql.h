@@ -10,7 +10,7 @@
 
 #include "store_int.h" /* R_NSTMT, W_NSTMT and the indexes */
 
-#define SCHEMA_VERSION 1 /* PRAGMA user_version this code writes */
+#define SCHEMA_VERSION 2 /* PRAGMA user_version this code writes */
 
 /*
  * Times in triggers: julianday('now') has millisecond precision and is
@@ -19,6 +19,32 @@
 #define NOW_MS                                                                 \
 	"CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)"
 #define NOW_NS "(" NOW_MS " * 1000000)"
+
+/*
+ * The kv_feed_* triggers record every change of a row's name or value in
+ * changes; an UPDATE that moves a row records both names. Version 2
+ * creates them again, unchanged, around its new changes table.
+ */
+#define FEED_TRIGGERS                                                          \
+	"CREATE TRIGGER kv_feed_insert AFTER INSERT ON kv\n"                   \
+	"BEGIN\n"                                                              \
+	"  INSERT INTO changes(region, key, ts_ms)\n"                          \
+	"    VALUES (NEW.region, NEW.key, " NOW_MS ");\n"                      \
+	"END;\n"                                                               \
+	"CREATE TRIGGER kv_feed_update\n"                                      \
+	"AFTER UPDATE OF region, key, value ON kv\n"                           \
+	"BEGIN\n"                                                              \
+	"  INSERT INTO changes(region, key, ts_ms)\n"                          \
+	"    SELECT OLD.region, OLD.key, " NOW_MS "\n"                         \
+	"    WHERE OLD.region IS NOT NEW.region OR OLD.key IS NOT NEW.key;\n"  \
+	"  INSERT INTO changes(region, key, ts_ms)\n"                          \
+	"    VALUES (NEW.region, NEW.key, " NOW_MS ");\n"                      \
+	"END;\n"                                                               \
+	"CREATE TRIGGER kv_feed_delete AFTER DELETE ON kv\n"                   \
+	"BEGIN\n"                                                              \
+	"  INSERT INTO changes(region, key, ts_ms)\n"                          \
+	"    VALUES (OLD.region, OLD.key, " NOW_MS ");\n"                      \
+	"END;\n"
 
 /*
  * Version 1. kv_meta covers stat, list and usage (stat names it with
@@ -33,9 +59,6 @@
  * They update only size, mtime_ns and version: kv_fill_null's WHEN is
  * false after such an update and the other triggers do not watch those
  * columns, so nothing recurses, whatever PRAGMA recursive_triggers says.
- *
- * The kv_feed_* triggers record every change of a row's name or value in
- * changes; an UPDATE that moves a row records both names.
  */
 static const char schema_v1[] =
 	"CREATE TABLE kv(\n"
@@ -77,40 +100,59 @@ static const char schema_v1[] =
 	"    mtime_ns = coalesce(NEW.mtime_ns, " NOW_NS "),\n"
 	"    version = coalesce(NEW.version, coalesce(OLD.version, 0) + 1)\n"
 	"  WHERE rowid = NEW.rowid;\n"
-	"END;\n"
-	"CREATE TRIGGER kv_feed_insert AFTER INSERT ON kv\n"
+	"END;\n" FEED_TRIGGERS;
+
+/*
+ * Version 2: changes without AUTOINCREMENT. AUTOINCREMENT kept the head in
+ * sqlite_sequence, a table of its own whose page every commit rewrote: one
+ * WAL frame of about 5.9 per create (2 of the writer's 12 pwrite()s).
+ * Now a new seq is max(seq) + 1, which never reuses a number as long as
+ * the newest row is never deleted: changes_keep_head makes deleting it a
+ * no-op, for everyone (prune, the shell), so a pruned feed keeps its head
+ * row. The upgrade copies the rows; a head that sqlite_sequence held
+ * beyond the last row (every row pruned) lives on as a head row whose
+ * region and key are X'' (a BLOB: the feed skips it, SQL_TEXT_ROW). The
+ * kv_feed_* triggers are dropped and made again around the swap, as the
+ * renaming checks every trigger that names the table.
+ */
+static const char schema_v2[] =
+	"DROP TRIGGER kv_feed_insert;\n"
+	"DROP TRIGGER kv_feed_update;\n"
+	"DROP TRIGGER kv_feed_delete;\n"
+	"ALTER TABLE changes RENAME TO changes_v1;\n"
+	"CREATE TABLE changes(\n"
+	"  seq INTEGER PRIMARY KEY,\n"
+	"  region TEXT NOT NULL,\n"
+	"  key TEXT NOT NULL,\n"
+	"  ts_ms INTEGER NOT NULL);\n"
+	"INSERT INTO changes(seq, region, key, ts_ms)\n"
+	"  SELECT seq, region, key, ts_ms FROM changes_v1 ORDER BY seq;\n"
+	"INSERT INTO changes(seq, region, key, ts_ms)\n"
+	"  SELECT seq, x'', x'', " NOW_MS " FROM sqlite_sequence\n"
+	"  WHERE name = 'changes_v1'\n"
+	"    AND seq > coalesce((SELECT max(seq) FROM changes), 0);\n"
+	"DROP TABLE changes_v1;\n"
+	"CREATE TRIGGER changes_keep_head BEFORE DELETE ON changes\n"
+	"WHEN OLD.seq = (SELECT max(seq) FROM changes)\n"
 	"BEGIN\n"
-	"  INSERT INTO changes(region, key, ts_ms)\n"
-	"    VALUES (NEW.region, NEW.key, " NOW_MS ");\n"
-	"END;\n"
-	"CREATE TRIGGER kv_feed_update\n"
-	"AFTER UPDATE OF region, key, value ON kv\n"
-	"BEGIN\n"
-	"  INSERT INTO changes(region, key, ts_ms)\n"
-	"    SELECT OLD.region, OLD.key, " NOW_MS "\n"
-	"    WHERE OLD.region IS NOT NEW.region OR OLD.key IS NOT NEW.key;\n"
-	"  INSERT INTO changes(region, key, ts_ms)\n"
-	"    VALUES (NEW.region, NEW.key, " NOW_MS ");\n"
-	"END;\n"
-	"CREATE TRIGGER kv_feed_delete AFTER DELETE ON kv\n"
-	"BEGIN\n"
-	"  INSERT INTO changes(region, key, ts_ms)\n"
-	"    VALUES (OLD.region, OLD.key, " NOW_MS ");\n"
-	"END;\n";
+	"  SELECT RAISE(IGNORE);\n"
+	"END;\n" FEED_TRIGGERS;
 
 /*
  * schema_steps[v] upgrades a database at user_version v to v + 1, inside
- * the transaction schema_upgrade() opens. Version 2 appends its step here
- * and bumps SCHEMA_VERSION; nothing else changes.
+ * the transaction schema_upgrade() opens. A new version appends its step
+ * here and bumps SCHEMA_VERSION. An empty database runs every step.
  */
 static const char *const schema_steps[SCHEMA_VERSION] = {
 	schema_v1, /* 0 -> 1: an empty database */
+	schema_v2, /* 1 -> 2: changes without AUTOINCREMENT */
 };
 
-/* The feed's head: the last sequence number handed out, 0 if none. */
-#define SQL_HEAD                                                               \
-	"SELECT coalesce((SELECT seq FROM sqlite_sequence "                    \
-	"WHERE name = 'changes'), 0)"
+/*
+ * The feed's head: the last sequence number handed out, 0 if none. max()
+ * of the rowid is one descent to the table's last row.
+ */
+#define SQL_HEAD "SELECT coalesce(max(seq), 0) FROM changes"
 
 /*
  * Keys and regions are TEXT. The columns have TEXT affinity, so an INTEGER

@@ -566,7 +566,10 @@ static void test_head_unreadable_at_start_invalidates_when_known(void **state)
 	assert_int_equal(nlog[RFS_LOG_NOTICE], 1);
 }
 
-/* Feed rows deleted before they were read (a prune): everything goes. */
+/*
+ * Feed rows deleted before they were read (a prune): everything goes.
+ * The newest row always stays (schema version 2: changes_keep_head).
+ */
 static void test_feed_pruned_past_cursor_invalidates_everything(void **state)
 {
 	struct fixture *f = *state;
@@ -575,11 +578,13 @@ static void test_feed_pruned_past_cursor_invalidates_everything(void **state)
 	cache(&region_b, "other", "v");
 	outside_sql(f, "INSERT INTO kv(region, key, value) VALUES "
 		       "('a', 'x', 'y')");
+	outside_sql(f, "INSERT INTO kv(region, key, value) VALUES "
+		       "('b', 'z', 'y')");
 	outside_sql(f, "DELETE FROM changes");
 	assert_false(rfs_feed__poll());
 	assert_false(cached(&region_a, "k"));
 	assert_false(cached(&region_b, "other"));
-	assert_int_equal(changes_applied(), 1);
+	assert_int_equal(changes_applied(), 2);
 }
 
 /* ---- the lag figure ------------------------------------------------------ */

@@ -12,9 +12,11 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
@@ -936,11 +938,12 @@ static void test_pruned_feed_invalidates_everything(void **state)
 			 "('r', 'k1', 'x'), ('r', 'k2', 'x')");
 	outside_exec(db, "UPDATE changes SET ts_ms = 0");
 	assert_int_equal(store_changes_prune(f->st, 60000), 0);
-	assert_int_equal(outside_int(db, "SELECT count(*) FROM changes"), 0);
+	/* the newest row stays (test_store_schema.c) */
+	assert_int_equal(outside_int(db, "SELECT count(*) FROM changes"), 1);
 	outside_exec(db, "INSERT INTO kv(region, key, value) "
 			 "VALUES ('r', 'k3', 'x')");
-	assert_int_equal(store_changes(f->st, &cursor, feed_cb, &log), 2);
-	assert_string_equal(log.text, "*\nr/k3\n");
+	assert_int_equal(store_changes(f->st, &cursor, feed_cb, &log), 3);
+	assert_string_equal(log.text, "*\nr/k2\nr/k3\n");
 	assert_int_equal(store_changes_head(f->st, &head), 0);
 	assert_int_equal(cursor, head);
 
@@ -985,6 +988,126 @@ static void test_busy_outside_writer_gives_eagain(void **state)
 	assert_int_equal(put_str(st, "r", "k", "v", NULL), 0);
 	assert_value(st, "r", "k", "v", 1);
 	sqlite3_close(db);
+}
+
+/* ---- the WAL writes ------------------------------------------------------- */
+
+static atomic_int wal_writes;
+static ssize_t (*real_pwrite64)(int, const void *, size_t, off_t);
+
+/* The unix VFS's pwrite64 (xSetSystemCall), counting writes to a -wal. */
+static ssize_t counting_pwrite64(int fd, const void *buf, size_t n, off_t off)
+{
+	char link[64], path[PATH_MAX];
+	ssize_t len;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	len = readlink(link, path, sizeof(path));
+	if (len > 4 && !memcmp(path + len - 4, "-wal", 4))
+		atomic_fetch_add(&wal_writes, 1);
+	return real_pwrite64(fd, buf, n, off);
+}
+
+/*
+ * A commit's WAL frames (about 5 for a 1 KiB create, 21 for 64 KiB, two
+ * write calls each in SQLite) reach the file in one pwrite() (walvfs.c),
+ * durable or not, and are in the file when the put returns: the outside
+ * connection reads them.
+ */
+static void test_commit_writes_the_wal_once(void **state)
+{
+	struct fixture *f = *state;
+	sqlite3_vfs *vfs = sqlite3_vfs_find("unix");
+	size_t big = 65536;
+	char key[16], *buf;
+	sqlite3 *db;
+	int i;
+
+	assert_non_null(vfs);
+	buf = calloc(1, big);
+	assert_non_null(buf);
+	db = outside_open(f->path);
+	real_pwrite64 = (ssize_t(*)(int, const void *, size_t,
+				    off_t))vfs->xGetSystemCall(vfs, "pwrite64");
+	assert_non_null(real_pwrite64);
+	atomic_store(&wal_writes, 0);
+	assert_int_equal(
+		vfs->xSetSystemCall(vfs, "pwrite64",
+				    (sqlite3_syscall_ptr)counting_pwrite64),
+		SQLITE_OK);
+	for (i = 0; i < 20; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		assert_int_equal(store_put(f->st, "r", key, strlen(key), buf,
+					   i % 2 ? big : 1024,
+					   i == 7 ? STORE_DURABLE : 0, NULL),
+				 0);
+		assert_int_equal(outside_int(db, "SELECT count(*) FROM kv"),
+				 i + 1);
+	}
+	vfs->xSetSystemCall(vfs, "pwrite64", NULL);
+	assert_int_equal(atomic_load(&wal_writes), 20);
+	sqlite3_close(db);
+	free(buf);
+}
+
+/* Copies file from to to (a crash image: what a killed process leaves). */
+static void copy_file(const char *from, const char *to)
+{
+	char buf[65536];
+	ssize_t n;
+	int in = open(from, O_RDONLY), out;
+
+	assert_true(in >= 0);
+	out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(out >= 0);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(out, buf, n), n);
+	assert_int_equal(n, 0);
+	close(in);
+	close(out);
+}
+
+/*
+ * When a change call returns, its commit is whole in the WAL file: a copy
+ * of the database and its WAL taken then (the store still open, as if
+ * killed) recovers it. A put larger than the writer's page cache spills
+ * pages to the WAL before COMMIT, after which SQLite rewrites the
+ * checksums of their frames (walvfs.c flushes those after COMMIT).
+ */
+static void test_commit_is_in_the_wal_on_return(void **state)
+{
+	struct fixture *f = *state;
+	char db[160], wal[200], path[200];
+	size_t big = 24 << 20;
+	unsigned char *buf;
+	sqlite3 *c;
+	int i;
+
+	buf = malloc(big);
+	assert_non_null(buf);
+	for (i = 0; i < 3; i++) {
+		memset(buf, 'a' + i, big);
+		assert_int_equal(store_put(f->st, "r", "big", 3, buf,
+					   big - i * 8192, 0, NULL),
+				 0);
+		assert_int_equal(put_str(f->st, "r", "small", "s", NULL), 0);
+		snprintf(db, sizeof(db), "%s/other.db", f->dir);
+		snprintf(wal, sizeof(wal), "%s-wal", db);
+		copy_file(f->path, db);
+		snprintf(path, sizeof(path), "%s-wal", f->path);
+		copy_file(path, wal);
+		c = outside_open(db);
+		assert_int_equal(outside_int(c, "SELECT length(value) FROM kv "
+						"WHERE key = 'big'"),
+				 (int64_t)(big - i * 8192));
+		assert_int_equal(outside_int(c, "SELECT count(*) FROM kv "
+						"WHERE key = 'small'"),
+				 1);
+		sqlite3_close(c);
+		unlink(db);
+		unlink(wal);
+	}
+	free(buf);
 }
 
 /* ---- refusing files ------------------------------------------------------ */
@@ -1133,6 +1256,8 @@ int main(void)
 		T(test_feed_stops_when_callback_says_so),
 		T(test_pruned_feed_invalidates_everything),
 		T(test_busy_outside_writer_gives_eagain),
+		T(test_commit_writes_the_wal_once),
+		T(test_commit_is_in_the_wal_on_return),
 		T(test_newer_schema_is_refused),
 		T(test_not_a_database_is_refused),
 		T(test_full_disk_gives_enospc_and_keeps_old_value),
