@@ -864,6 +864,26 @@ static struct region_value *get_fast(struct region *r, struct stripe *s,
 	return v;
 }
 
+/*
+ * What region_get() and region_borrow() do first: checks the key (counting
+ * a refused one), hashes it, finds its stripe and the thread's slot (read
+ * once for the lane and the stat).
+ */
+static inline int get_begin(struct region *r, const void *key, size_t klen,
+			    uint64_t *h, struct stripe **s, unsigned *slot)
+{
+	int rc = check_key(key, klen);
+
+	if (rc) {
+		region__count(r, ST_GET_ERRORS, 1);
+		return rc;
+	}
+	*h = region__hash(key, klen);
+	*s = region__stripe_of(r, *h);
+	*slot = region__tslot();
+	return 0;
+}
+
 int region_get(struct region *r, const void *key, size_t klen,
 	       struct region_value **out, struct region_flight **flight)
 {
@@ -874,14 +894,9 @@ int region_get(struct region *r, const void *key, size_t klen,
 
 	*out = NULL;
 	*flight = NULL;
-	rc = check_key(key, klen);
-	if (rc) {
-		region__count(r, ST_GET_ERRORS, 1);
+	rc = get_begin(r, key, klen, &h, &s, &slot);
+	if (rc)
 		return rc;
-	}
-	h = region__hash(key, klen);
-	s = region__stripe_of(r, h);
-	slot = region__tslot(); /* read once for the lane and the stat */
 	*out = get_fast(r, s, h, key, klen, slot);
 	if (region__unlikely(!*out))
 		return get_slow(r, s, h, key, klen, out, flight);
@@ -909,14 +924,9 @@ int region_borrow(struct region *r, const void *key, size_t klen,
 	b->v = NULL;
 	b->ref = NULL;
 	*flight = NULL;
-	rc = check_key(key, klen);
-	if (rc) {
-		region__count(r, ST_GET_ERRORS, 1);
+	rc = get_begin(r, key, klen, &h, &s, &slot);
+	if (rc)
 		return rc;
-	}
-	h = region__hash(key, klen);
-	s = region__stripe_of(r, h);
-	slot = region__tslot();
 	ops = s->ops;
 	region__epoch_enter();
 	e = hit_find(s, h, key, klen);
