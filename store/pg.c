@@ -1382,8 +1382,8 @@ static bool pipe_to_sync(PGconn *c, PGresult **err)
  * The batch sent at once (libpq pipeline mode), then its results read in
  * order: one round trip per batch. One implicit transaction, ended by a
  * pipeline sync, which commits it: PQ_XID or PQ_XID_DURABLE, then every
- * op; a first op that is a put returns the xid itself (PQ_PUT_XID or
- * PQ_PUT_XID_DURABLE, no PQ_XID), so a lone put is one statement, where
+ * op; a lone put returns the xid itself (PQ_PUT_XID or
+ * PQ_PUT_XID_DURABLE, no PQ_XID), so it is one statement, where
  * BEGIN, SET LOCAL, the xid, the op and COMMIT were five (measured with
  * 1 writer: tests/pg/run_bench_pg.sh, ratio_w1). An error skips the rest
  * of the transaction, and an error reported at the sync is a failed
@@ -1406,7 +1406,16 @@ static int batch_pipe(struct pg_store *ps, struct op *batch,
 
 	for (fold = batch; fold && fold->final; fold = fold->next)
 		;
-	if (fold && fold->kind != OP_PUT)
+	for (op = fold ? fold->next : NULL; op && op->final; op = op->next)
+		;
+	/*
+	 * Only a lone put returns the xid: its RETURNING runs only for a row
+	 * it wrote, so a put that an outside BEFORE trigger suppressed would
+	 * leave the batch's other ops without their xid (strict acks) and a
+	 * durable batch without its synchronous commit. A lone put that
+	 * wrote nothing needs neither.
+	 */
+	if (fold && (fold->kind != OP_PUT || op))
 		fold = NULL; /* the xid from a statement of its own */
 	if (!PQenterPipelineMode(c))
 		return -EAGAIN; /* the caller goes on without the pipeline */

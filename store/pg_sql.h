@@ -235,7 +235,7 @@ static const struct pg_stmt pg_stmts[PQ_NSTMT] = {
 		       "SELECT pg_database_size(current_database())", 0},
 	[PQ_PUT] = {"rfs_put", PG_PUT_SQL "RETURNING version", 5},
 	/*
-	 * A pipelined batch's first put (pg.c, batch_pipe()), which also
+	 * A pipelined batch's lone put (pg.c, batch_pipe()), which also
 	 * returns what PQ_XID and PQ_XID_DURABLE do: its transaction's id,
 	 * as text, and for a durable batch of a session that commits
 	 * asynchronously a synchronous commit of this transaction. A lone
