@@ -1006,6 +1006,7 @@ int rfs_commit_rename(const char *region, const void *from, size_t flen,
 		      const void *to, size_t tlen, bool noreplace)
 {
 	char e1[RFS_ESC_LEN], e2[RFS_ESC_LEN];
+	struct rfs_inode_names names = {NULL, 0};
 	struct store_meta last;
 	struct rfs_names l;
 	bool replaced;
@@ -1023,14 +1024,20 @@ int rfs_commit_rename(const char *region, const void *from, size_t flen,
 	replaced = rc == 0;
 	/* not atomic against outside writers: the store has no NOREPLACE */
 	rc = replaced && noreplace ? -EEXIST : 0;
+	/* before the store: moving the inodes must not fail after it */
+	if (!rc)
+		rc = rfs_inode_rename_prepare(region, from, flen, to, tlen,
+					      &names);
 	if (!rc)
 		rc = rename_store(region, from, flen, to, tlen);
 	if (!rc) {
 		/* the kernel moves its entries: marks of both names expire */
 		rfs_names_handed(region, from, flen, NULL);
 		rfs_names_handed(region, to, tlen, NULL);
-		rfs_inode_renamed(region, from, flen, to, tlen,
-				  replaced ? &last : NULL);
+		/* an inode made gone: the kernel's entry of to names it */
+		if (!rfs_inode_renamed(region, from, flen, to, tlen,
+				       replaced ? &last : NULL, &names))
+			rfs_kinval_key(region, to, tlen);
 		rfs_count(RFS_C_RENAMES, 1);
 	} else if (rc != -ENOENT && rc != -EEXIST) {
 		rfs_log(RFS_LOG_ERR, "rename %s/%s -> %s: %s", region,
@@ -1039,6 +1046,7 @@ int rfs_commit_rename(const char *region, const void *from, size_t flen,
 	}
 out:
 	rfs_names_unlock(&l);
+	rfs_inode_names_free(&names);
 	if (rc == 0)
 		strict_wait(region);
 	return rc;

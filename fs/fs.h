@@ -597,13 +597,40 @@ void rfs_inode_forget(fuse_ino_t ino, uint64_t n);
 void rfs_inode_unlinked(const char *region, const void *key, size_t klen,
 			const struct store_meta *last);
 /*
+ * The new names of the inodes a rename moves, allocated before the
+ * store's rename (rfs_inode_rename_prepare()): moving an inode needs its
+ * new name, and one that could not move after the rename committed would
+ * be gone while the kernel's entry of the new name (the kernel moves it
+ * once RENAME succeeds) still names it, so opens of the new name would
+ * read the old name's value, or ENOENT.
+ */
+struct rfs_inode_names {
+	char **v;
+	size_t n;
+};
+/*
+ * One name for each inode of from, to move it to to (none for a rename
+ * onto itself). Both names' locks held exclusive (commit.c), so no inode
+ * gets or loses the name before rfs_inode_renamed(). 0, or -ENOMEM with
+ * *names empty.
+ */
+int rfs_inode_rename_prepare(const char *region, const void *from, size_t flen,
+			     const void *to, size_t tlen,
+			     struct rfs_inode_names *names);
+/* Frees what rfs_inode_renamed() did not use (*names may be zeroed). */
+void rfs_inode_names_free(struct rfs_inode_names *names);
+/*
  * from was renamed to to within region: the inodes of to become gone
  * (last: its row before, may be NULL), the inodes of from now name to, so
- * open files follow the rename.
+ * open files follow the rename. names (may be NULL): from
+ * rfs_inode_rename_prepare(), used up first. false if an inode had to be
+ * made gone instead of moved, for want of memory (the caller drops the
+ * kernel's entry of to).
  */
-void rfs_inode_renamed(const char *region, const void *from, size_t flen,
+bool rfs_inode_renamed(const char *region, const void *from, size_t flen,
 		       const void *to, size_t tlen,
-		       const struct store_meta *last);
+		       const struct store_meta *last,
+		       struct rfs_inode_names *names);
 /*
  * The key has a new row (a commit of ours, or the change feed's): its
  * current inode stops being current, so the next LOOKUP makes a new one

@@ -997,11 +997,65 @@ void rfs_inode_unlinked(const char *region, const void *key, size_t klen,
 	table_unlock();
 }
 
-/* Moves n to the name region/to; false if there is no memory for it. */
-static bool move_locked(struct inode *n, const char *region, const void *to,
-			size_t tlen)
+/* The number of named nodes of a key. Table lock held. */
+static size_t count_name_locked(const char *region, const void *key,
+				size_t klen)
 {
-	char *name = make_name(region, n->rlen, to, tlen);
+	uint64_t h = name_hash(RFS_I_KEY, region, key, klen);
+	size_t rlen = strlen(region), cnt = 0;
+	struct inode *n;
+
+	ASSERT_TABLE();
+	for (n = *name_slot(h); n; n = n->name_next)
+		cnt += node_is(n, h, RFS_I_KEY, region, rlen, key, klen);
+	return cnt;
+}
+
+int rfs_inode_rename_prepare(const char *region, const void *from, size_t flen,
+			     const void *to, size_t tlen,
+			     struct rfs_inode_names *names)
+{
+	size_t cnt, rlen = strlen(region);
+
+	names->v = NULL;
+	names->n = 0;
+	if (flen == tlen && memcmp(from, to, flen) == 0)
+		return 0; /* onto itself: nothing moves */
+	table_rdlock();
+	cnt = count_name_locked(region, from, flen);
+	table_unlock();
+	if (!cnt)
+		return 0;
+	names->v = calloc(cnt, sizeof(*names->v));
+	if (!names->v)
+		return -ENOMEM;
+	for (; names->n < cnt; names->n++) {
+		names->v[names->n] = make_name(region, rlen, to, tlen);
+		if (!names->v[names->n]) {
+			rfs_inode_names_free(names);
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+void rfs_inode_names_free(struct rfs_inode_names *names)
+{
+	while (names->n)
+		free(names->v[--names->n]);
+	free(names->v);
+	names->v = NULL;
+}
+
+/*
+ * Moves n to the name region/to, with a name of spare (may be NULL) if it
+ * has one left; false if there is no memory for it.
+ */
+static bool move_locked(struct inode *n, const char *region, const void *to,
+			size_t tlen, struct rfs_inode_names *spare)
+{
+	char *name = spare && spare->n ? spare->v[--spare->n]
+				       : make_name(region, n->rlen, to, tlen);
 
 	ASSERT_WRITE();
 	if (!name)
@@ -1015,20 +1069,25 @@ static bool move_locked(struct inode *n, const char *region, const void *to,
 	return true;
 }
 
-void rfs_inode_renamed(const char *region, const void *from, size_t flen,
+bool rfs_inode_renamed(const char *region, const void *from, size_t flen,
 		       const void *to, size_t tlen,
-		       const struct store_meta *last)
+		       const struct store_meta *last,
+		       struct rfs_inode_names *names)
 {
 	struct inode *f;
+	bool ok = true;
 
 	if (flen == tlen && memcmp(from, to, flen) == 0)
-		return; /* onto itself: nothing changed */
+		return true; /* onto itself: nothing changed */
 	table_wrlock();
 	unlink_all_locked(region, to, tlen, last);
 	while ((f = find_name_locked(RFS_I_KEY, region, from, flen, false)))
-		if (!move_locked(f, region, to, tlen))
+		if (!move_locked(f, region, to, tlen, names)) {
 			make_gone_locked(f, NULL); /* no memory: let it go */
+			ok = false;
+		}
 	table_unlock();
+	return ok;
 }
 
 void rfs_inode_changed(const char *region, const void *key, size_t klen)

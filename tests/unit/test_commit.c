@@ -78,7 +78,7 @@ static fuse_ino_t create(const char *key)
 
 static void rename_a_to_b(void)
 {
-	rfs_inode_renamed(R, "a", 1, "b", 1, NULL);
+	rfs_inode_renamed(R, "a", 1, "b", 1, NULL, NULL);
 }
 
 static void unlink_a(void)

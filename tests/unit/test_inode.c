@@ -78,6 +78,20 @@ int __wrap_pthread_rwlock_wrlock(pthread_rwlock_t *l)
 	return __real_pthread_rwlock_wrlock(l);
 }
 
+/*
+ * The second seam (--wrap=malloc): while malloc_fails is set, every
+ * malloc() of the library (and of this file) returns NULL.
+ */
+static atomic_bool malloc_fails;
+
+void *__real_malloc(size_t size);
+void *__wrap_malloc(size_t size);
+
+void *__wrap_malloc(size_t size)
+{
+	return atomic_load(&malloc_fails) ? NULL : __real_malloc(size);
+}
+
 /* ---- helpers ------------------------------------------------------------- */
 
 #define R	  "r" /* the region of every key below */
@@ -285,6 +299,7 @@ static int teardown(void **state)
 
 	(void)state;
 	atomic_store(&wrlock_hook, NULL);
+	atomic_store(&malloc_fails, false); /* a failed test's */
 	rfs_inode_fini();
 	while (nkept)
 		region_value_unref(kept[--nkept]);
@@ -1167,7 +1182,7 @@ static void test_rename_moves_source_inodes_and_detaches_target(void **s)
 	whandle_init(&h, fw);
 	assert_int_equal(rfs_inode_attach(fw, &h), 0);
 	t = look("to", &mt);
-	rfs_inode_renamed(R, "from", 4, "to", 2, &mt);
+	rfs_inode_renamed(R, "from", 4, "to", 2, &mt, NULL);
 	/* the replaced target is detached with its last row */
 	assert_true(ident(t).gone);
 	assert_row(ident(t).last, &mt);
@@ -1198,10 +1213,11 @@ static void test_rename_to_free_name_or_onto_itself(void **state)
 
 	(void)state;
 	a = look("a", &m);
-	rfs_inode_renamed(R, "a", 1, "a", 1, &m); /* onto itself: nothing */
+	/* onto itself: nothing */
+	rfs_inode_renamed(R, "a", 1, "a", 1, &m, NULL);
 	assert_false(ident(a).gone);
 	assert_int_equal(peek("a"), a);
-	rfs_inode_renamed(R, "a", 1, "b", 1, NULL);
+	rfs_inode_renamed(R, "a", 1, "b", 1, NULL, NULL);
 	assert_false(ident(a).gone);
 	assert_false(ident(a).last_valid);
 	assert_string_equal(ident(a).key, "b");
@@ -1210,13 +1226,62 @@ static void test_rename_to_free_name_or_onto_itself(void **state)
 	/* an unchanged row under the new name: the same inode */
 	assert_int_equal(look("b", &m), a);
 	/* a rename from a name without inodes only detaches the target */
-	rfs_inode_renamed(R, "zz", 2, "b", 1, &m);
+	rfs_inode_renamed(R, "zz", 2, "b", 1, &m, NULL);
 	assert_true(ident(a).gone);
 	assert_int_equal(peek("b"), 0);
 	b = look("b", &m);
 	assert_true(b != a);
 	rfs_inode_forget(a, 2);
 	rfs_inode_forget(b, 1);
+}
+
+/*
+ * A rename the store committed moves every inode of its source, even
+ * with no memory left: their names were allocated before the store's
+ * rename (rfs_inode_rename_prepare()). One made gone instead stayed what
+ * the kernel's entry of the new name pointed to, and opens of that name
+ * read the old name's value, or ENOENT (tests/fault/test_inject.sh, m=).
+ */
+static void test_rename_prepared_moves_without_memory(void **state)
+{
+	struct store_meta m = mkrow(1, 5, 1000);
+	struct rfs_inode_names names;
+	fuse_ino_t a, w;
+
+	(void)state;
+	a = look("a", &m);
+	w = create("a", PID_W); /* a second inode of the name */
+	atomic_store(&malloc_fails, true);
+	/* no memory for the names: -ENOMEM, nothing to free */
+	assert_int_equal(rfs_inode_rename_prepare(R, "a", 1, "b", 1, &names),
+			 -ENOMEM);
+	assert_null(names.v);
+	assert_int_equal(names.n, 0);
+	atomic_store(&malloc_fails, false);
+	assert_int_equal(rfs_inode_rename_prepare(R, "a", 1, "b", 1, &names),
+			 0);
+	assert_int_equal(names.n, 2);
+	atomic_store(&malloc_fails, true);
+	assert_true(rfs_inode_renamed(R, "a", 1, "b", 1, NULL, &names));
+	atomic_store(&malloc_fails, false);
+	assert_int_equal(names.n, 0);
+	rfs_inode_names_free(&names);
+	assert_false(ident(a).gone);
+	assert_string_equal(ident(a).key, "b");
+	assert_false(ident(w).gone);
+	assert_string_equal(ident(w).key, "b");
+	assert_int_equal(peek("b"), a);
+	assert_int_equal(peek("a"), 0);
+	/* without prepared names and no memory: made gone, and said so */
+	assert_int_equal(rfs_inode_rename_prepare(R, "b", 1, "b", 1, &names),
+			 0); /* onto itself: nothing to move */
+	assert_null(names.v);
+	atomic_store(&malloc_fails, true);
+	assert_false(rfs_inode_renamed(R, "b", 1, "c", 1, NULL, NULL));
+	atomic_store(&malloc_fails, false);
+	assert_true(ident(a).gone);
+	assert_true(ident(w).gone);
+	FORGET(a, w);
 }
 
 /* ---- outside changes ----------------------------------------------------- */
@@ -1823,6 +1888,7 @@ int main(void)
 		T(test_unlink_makes_every_inode_of_the_name_gone),
 		T(test_rename_moves_source_inodes_and_detaches_target),
 		T(test_rename_to_free_name_or_onto_itself),
+		T(test_rename_prepared_moves_without_memory),
 		T(test_outside_change_gives_new_inode_for_same_row),
 		T(test_outside_change_of_everything_renews_every_key),
 		T(test_lookup_between_forget_and_free_revives),
