@@ -551,23 +551,30 @@ static void *writer(void *arg)
 	return NULL;
 }
 
-static void test_group_commit(void **state)
+/* 8 writers (writer() above) on st, joined. */
+static void run_writers(struct store *st)
 {
-	struct fixture *f = *state;
 	struct writer_arg wa[8];
 	pthread_t t[8];
-	struct store_stats s;
-	uint64_t n, bytes;
 	int i;
 
 	for (i = 0; i < 8; i++) {
-		wa[i].st = f->st;
+		wa[i].st = st;
 		wa[i].id = i;
 		assert_int_equal(pthread_create(&t[i], NULL, writer, &wa[i]),
 				 0);
 	}
 	for (i = 0; i < 8; i++)
 		pthread_join(t[i], NULL);
+}
+
+static void test_group_commit(void **state)
+{
+	struct fixture *f = *state;
+	struct store_stats s;
+	uint64_t n, bytes;
+
+	run_writers(f->st);
 	assert_int_equal(store_region_usage(f->st, "r", &n, &bytes), 0);
 	assert_int_equal(n, 800);
 	store_stats(f->st, &s);
@@ -588,23 +595,14 @@ static void test_group_commit(void **state)
 static void test_doorbells_coalesce(void **state)
 {
 	struct fixture *f = *state;
-	struct writer_arg wa[8];
 	struct store_stats s;
 	struct store *b;
-	pthread_t t[8];
 	uint64_t cur;
 	int i;
 
 	assert_int_equal(store_open(conninfo, NULL, &b), 0);
 	assert_int_equal(store_changes_head(b, &cur), 0);
-	for (i = 0; i < 8; i++) {
-		wa[i].st = f->st;
-		wa[i].id = i;
-		assert_int_equal(pthread_create(&t[i], NULL, writer, &wa[i]),
-				 0);
-	}
-	for (i = 0; i < 8; i++)
-		pthread_join(t[i], NULL);
+	run_writers(f->st);
 	for (i = 0; i < 1000; i++) {
 		store_stats(f->st, &s);
 		if (s.doorbells_sent + s.doorbells_coalesced >= s.commits)

@@ -32,6 +32,7 @@
 #include <sqlite3.h>
 
 #include "store.h"
+#include "store_helpers.h"
 
 struct fixture {
 	char dir[64];
@@ -125,47 +126,7 @@ static sqlite3 *outside_open(const char *path)
 	return db;
 }
 
-static void outside_exec(sqlite3 *db, const char *sql)
-{
-	char *msg = NULL;
-	int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
-
-	if (rc != SQLITE_OK)
-		fail_msg("%s: %s", sql, msg ? msg : "?");
-}
-
-static int64_t outside_int(sqlite3 *db, const char *sql)
-{
-	sqlite3_stmt *s;
-	int64_t v;
-
-	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-	v = sqlite3_column_int64(s, 0);
-	sqlite3_finalize(s);
-	return v;
-}
-
 /* Collects store_changes() callbacks as "region/key" lines ("*" = all). */
-struct feed_log {
-	char text[4096];
-	int calls;
-	int stop_after; /* 0: never stop */
-};
-
-static int feed_cb(void *ctx, const char *region, const void *key, size_t klen)
-{
-	struct feed_log *log = ctx;
-	size_t n = strlen(log->text);
-
-	if (!region)
-		snprintf(log->text + n, sizeof(log->text) - n, "*\n");
-	else
-		snprintf(log->text + n, sizeof(log->text) - n, "%s/%.*s\n",
-			 region, (int)klen, (const char *)key);
-	log->calls++;
-	return log->stop_after && log->calls >= log->stop_after;
-}
 
 /* ---- round trips ------------------------------------------------------- */
 

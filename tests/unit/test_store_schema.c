@@ -23,6 +23,7 @@
 #include <sqlite3.h>
 
 #include "store.h"
+#include "store_helpers.h"
 #include "store_sql.h"
 
 struct fixture {
@@ -67,60 +68,23 @@ static int teardown(void **state)
 	return 0;
 }
 
-static void exec_ok(sqlite3 *db, const char *sql)
-{
-	char *msg = NULL;
-
-	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
-		fail_msg("%s: %s", sql, msg ? msg : "?");
-}
-
-static int64_t int_of(sqlite3 *db, const char *sql)
-{
-	sqlite3_stmt *s;
-	int64_t v;
-
-	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
-	assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-	v = sqlite3_column_int64(s, 0);
-	sqlite3_finalize(s);
-	return v;
-}
-
 /* A version 1 database at f->path, open as f->db. */
 static void make_v1(struct fixture *f)
 {
 	assert_int_equal(sqlite3_open(f->path, &f->db), SQLITE_OK);
 	sqlite3_busy_timeout(f->db, 5000);
-	exec_ok(f->db, "PRAGMA journal_mode = WAL");
-	exec_ok(f->db, "BEGIN");
-	exec_ok(f->db, schema_steps[0]);
-	exec_ok(f->db, "PRAGMA user_version = 1");
-	exec_ok(f->db, "COMMIT");
-	assert_int_equal(int_of(f->db, "SELECT count(*) FROM sqlite_schema "
-				       "WHERE sql LIKE '%AUTOINCREMENT%'"),
+	outside_exec(f->db, "PRAGMA journal_mode = WAL");
+	outside_exec(f->db, "BEGIN");
+	outside_exec(f->db, schema_steps[0]);
+	outside_exec(f->db, "PRAGMA user_version = 1");
+	outside_exec(f->db, "COMMIT");
+	assert_int_equal(outside_int(f->db,
+				     "SELECT count(*) FROM sqlite_schema "
+				     "WHERE sql LIKE '%AUTOINCREMENT%'"),
 			 1);
 }
 
 /* Collects store_changes() callbacks as "region/key" lines ("*" = all). */
-struct feed_log {
-	char text[512];
-	int calls;
-};
-
-static int feed_cb(void *ctx, const char *region, const void *key, size_t klen)
-{
-	struct feed_log *log = ctx;
-	size_t n = strlen(log->text);
-
-	if (!region)
-		snprintf(log->text + n, sizeof(log->text) - n, "*\n");
-	else
-		snprintf(log->text + n, sizeof(log->text) - n, "%s/%.*s\n",
-			 region, (int)klen, (const char *)key);
-	log->calls++;
-	return 0;
-}
 
 static void assert_loads(struct store *st, const char *key, const char *val)
 {
@@ -146,24 +110,25 @@ static void test_v1_database_upgrades_in_place(void **state)
 	struct store *st;
 
 	make_v1(f);
-	exec_ok(f->db, "INSERT INTO kv(region, key, value) VALUES "
-		       "('r', 'a', 'one'), ('r', 'b', 'two')");
-	exec_ok(f->db, "UPDATE kv SET value = 'uno' WHERE key = 'a'");
-	exec_ok(f->db, "DELETE FROM kv WHERE key = 'b'");
-	exec_ok(f->db, "INSERT INTO kv(region, key, value) VALUES "
-		       "('r', 'c', 'three')");
-	cursor = (uint64_t)int_of(f->db, "SELECT seq FROM sqlite_sequence "
-					 "WHERE name = 'changes'");
+	outside_exec(f->db, "INSERT INTO kv(region, key, value) VALUES "
+			    "('r', 'a', 'one'), ('r', 'b', 'two')");
+	outside_exec(f->db, "UPDATE kv SET value = 'uno' WHERE key = 'a'");
+	outside_exec(f->db, "DELETE FROM kv WHERE key = 'b'");
+	outside_exec(f->db, "INSERT INTO kv(region, key, value) VALUES "
+			    "('r', 'c', 'three')");
+	cursor = (uint64_t)outside_int(f->db, "SELECT seq FROM sqlite_sequence "
+					      "WHERE name = 'changes'");
 	assert_int_equal(cursor, 5);
 
 	assert_int_equal(store_open(f->path, NULL, &st), 0);
-	assert_int_equal(int_of(f->db, "PRAGMA user_version"), 2);
-	assert_int_equal(int_of(f->db, "SELECT count(*) FROM sqlite_schema "
-				       "WHERE sql LIKE '%AUTOINCREMENT%'"),
+	assert_int_equal(outside_int(f->db, "PRAGMA user_version"), 2);
+	assert_int_equal(outside_int(f->db,
+				     "SELECT count(*) FROM sqlite_schema "
+				     "WHERE sql LIKE '%AUTOINCREMENT%'"),
 			 0);
-	assert_int_equal(int_of(f->db, "SELECT count(*) FROM sqlite_sequence"),
-			 0);
-	assert_int_equal(int_of(f->db, "SELECT count(*) FROM changes"), 5);
+	assert_int_equal(
+		outside_int(f->db, "SELECT count(*) FROM sqlite_sequence"), 0);
+	assert_int_equal(outside_int(f->db, "SELECT count(*) FROM changes"), 5);
 	assert_loads(st, "a", "uno");
 	assert_loads(st, "c", "three");
 	assert_int_equal(store_stat(st, "r", "b", 1, NULL), -ENOENT);
@@ -172,14 +137,14 @@ static void test_v1_database_upgrades_in_place(void **state)
 
 	/* the triggers of version 2 record outside changes as before */
 	assert_int_equal(store_changes(st, &cursor, feed_cb, &log), 0);
-	exec_ok(f->db, "INSERT INTO kv(region, key, value) VALUES "
-		       "('r', 'd', 'four')");
-	exec_ok(f->db, "UPDATE kv SET key = 'e' WHERE key = 'a'");
+	outside_exec(f->db, "INSERT INTO kv(region, key, value) VALUES "
+			    "('r', 'd', 'four')");
+	outside_exec(f->db, "UPDATE kv SET key = 'e' WHERE key = 'a'");
 	assert_int_equal(store_put(st, "r", "own", 3, "x", 1, 0, NULL), 0);
 	assert_int_equal(store_changes(st, &cursor, feed_cb, &log), 3);
 	assert_string_equal(log.text, "r/d\nr/a\nr/e\n");
 	assert_int_equal(cursor, 9);
-	assert_int_equal(int_of(f->db, "SELECT max(seq) FROM changes"), 9);
+	assert_int_equal(outside_int(f->db, "SELECT max(seq) FROM changes"), 9);
 	store_close(st);
 
 	/* and it opens again as it is */
@@ -203,18 +168,19 @@ static void test_v1_pruned_feed_keeps_its_head(void **state)
 	struct store *st;
 
 	make_v1(f);
-	exec_ok(f->db, "INSERT INTO kv(region, key, value) VALUES "
-		       "('r', 'a', '1'), ('r', 'b', '2'), ('r', 'c', '3')");
-	exec_ok(f->db, "DELETE FROM changes");
+	outside_exec(f->db,
+		     "INSERT INTO kv(region, key, value) VALUES "
+		     "('r', 'a', '1'), ('r', 'b', '2'), ('r', 'c', '3')");
+	outside_exec(f->db, "DELETE FROM changes");
 	assert_int_equal(store_open(f->path, NULL, &st), 0);
 	assert_int_equal(store_changes_head(st, &head), 0);
 	assert_int_equal(head, 3);
-	assert_int_equal(int_of(f->db, "SELECT count(*) FROM changes "
-				       "WHERE typeof(key) = 'blob'"),
+	assert_int_equal(outside_int(f->db, "SELECT count(*) FROM changes "
+					    "WHERE typeof(key) = 'blob'"),
 			 1);
-	exec_ok(f->db, "INSERT INTO kv(region, key, value) VALUES "
-		       "('r', 'd', '4')");
-	assert_int_equal(int_of(f->db, "SELECT max(seq) FROM changes"), 4);
+	outside_exec(f->db, "INSERT INTO kv(region, key, value) VALUES "
+			    "('r', 'd', '4')");
+	assert_int_equal(outside_int(f->db, "SELECT max(seq) FROM changes"), 4);
 	assert_int_equal(store_changes(st, &cursor, feed_cb, &log), 1);
 	assert_string_equal(log.text, "r/d\n");
 	/* a cursor from before the prune sees the hole, not the head row */
@@ -244,22 +210,22 @@ static void test_prune_never_reuses_a_number(void **state)
 	assert_int_equal(store_put(st, "r", "k2", 2, "x", 1, 0, NULL), 0);
 	assert_int_equal(store_changes_head(st, &cursor), 0);
 	assert_int_equal(cursor, 2);
-	exec_ok(f->db, "UPDATE changes SET ts_ms = 0");
+	outside_exec(f->db, "UPDATE changes SET ts_ms = 0");
 	assert_int_equal(store_changes_prune(st, 60000), 0);
-	assert_int_equal(int_of(f->db, "SELECT count(*) FROM changes"), 1);
+	assert_int_equal(outside_int(f->db, "SELECT count(*) FROM changes"), 1);
 	assert_int_equal(store_changes_head(st, &head), 0);
 	assert_int_equal(head, 2);
 
 	/* a poller at the head gets the next change, whoever deletes */
-	exec_ok(f->db, "INSERT INTO kv(region, key, value) "
-		       "VALUES ('r', 'k3', 'y')");
+	outside_exec(f->db, "INSERT INTO kv(region, key, value) "
+			    "VALUES ('r', 'k3', 'y')");
 	assert_int_equal(store_changes(st, &cursor, feed_cb, &log), 1);
 	assert_int_equal(cursor, 3);
-	exec_ok(f->db, "DELETE FROM changes");
-	assert_int_equal(int_of(f->db, "SELECT count(*) FROM changes"), 1);
-	exec_ok(f->db, "INSERT INTO kv(region, key, value) "
-		       "VALUES ('r', 'k4', 'y')");
-	assert_int_equal(int_of(f->db, "SELECT max(seq) FROM changes"), 4);
+	outside_exec(f->db, "DELETE FROM changes");
+	assert_int_equal(outside_int(f->db, "SELECT count(*) FROM changes"), 1);
+	outside_exec(f->db, "INSERT INTO kv(region, key, value) "
+			    "VALUES ('r', 'k4', 'y')");
+	assert_int_equal(outside_int(f->db, "SELECT max(seq) FROM changes"), 4);
 	assert_int_equal(store_changes(st, &cursor, feed_cb, &log), 1);
 	assert_string_equal(log.text, "r/k3\nr/k4\n");
 	store_close(st);
