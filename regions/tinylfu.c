@@ -627,6 +627,8 @@ static void tlfu_reset_locked(struct stripe *s)
 	(void)t; /* the sketch, ghosts and window share keep their history */
 }
 
+static _Atomic uint64_t tlfu_stripes; /* stripes initialised: rng seeds */
+
 static int tlfu_init(struct stripe *s)
 {
 	struct region_tlfu *t = &s->tlfu;
@@ -636,7 +638,14 @@ static int tlfu_init(struct stripe *s)
 	rlist_init(&t->probation);
 	rlist_init(&t->protect);
 	t->wshare = TLFU_WINDOW_INIT;
-	t->rng = (uint32_t)(region__hash_seed ^ (uintptr_t)s) | 1;
+	/* distinct per stripe, and the same from run to run for one seed
+	 * (bench_hitratio -S), unlike the stripe's address */
+	t->rng = (uint32_t)region__mum(
+			 region__hash_seed,
+			 atomic_fetch_add_explicit(&tlfu_stripes, 1,
+						   memory_order_relaxed) |
+				 1) |
+		 1;
 	return 0;
 }
 

@@ -17,6 +17,10 @@
  *                engine may use fewer, see region_stats().nstripes)
  *   -z LIST      cache sizes in % of the distinct keys (default
  *                0.1,1,3,10,30)
+ *   -S SEED      fix the engine's hash seed (default: random per run, as
+ *                in a real process; the cells then move by about +-0.001
+ *                between runs): same seed, same figures, for comparing
+ *                two builds
  * With no TRACE, the traces in /work/shared/traces.
  *
  * A trace is read through "gzip -dc" if its name ends in .gz, else
@@ -46,6 +50,7 @@
 
 #include "config.h"
 #include "region.h"
+#include "region_int.h" /* region__hash_seed, for -S */
 #include "testlib.h"
 
 #define DEFAULT_DIR "/work/shared/traces"
@@ -555,7 +560,8 @@ static int parse_strategy(const char *s, struct run *ru)
 static void usage(void)
 {
 	fprintf(stderr, "usage: bench_hitratio [-8] [-f be32|be64|text|arc] "
-			"[-p POLICIES] [-s STRIPES] [-z PCTS] [TRACE...]\n");
+			"[-p POLICIES] [-s STRIPES] [-z PCTS] [-S SEED] "
+			"[TRACE...]\n");
 	exit(2);
 }
 
@@ -574,7 +580,7 @@ int main(int argc, char **argv)
 	char *copy, *tok, *save;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "8f:p:s:z:h")) != -1) {
+	while ((opt = getopt(argc, argv, "8f:p:s:z:S:h")) != -1) {
 		switch (opt) {
 		case '8':
 			fmt = FMT_BE64;
@@ -593,6 +599,11 @@ int main(int argc, char **argv)
 			break;
 		case 'p':
 			policies = optarg;
+			break;
+		case 'S':
+			/* before any region exists: the seed is read once */
+			region__hash_init();
+			region__hash_seed = strtoull(optarg, NULL, 0);
 			break;
 		case 's':
 			stripes_arg = optarg;
