@@ -72,6 +72,11 @@ struct region_tlfu {
 	double wshare;	 /* window target, share of the quota 0..1 */
 	uint64_t adapts; /* moves of wshare: a counter */
 	uint32_t rng;	 /* xorshift state for the hash-flooding guard */
+	/* the correlation clock (tinylfu.c, "Correlated references"): an
+	 * epoch of quota/4 accesses; entry.freq holds the epoch of the
+	 * entry's last counted access while it is in the window */
+	uint64_t epoch_left; /* accesses before the next epoch */
+	uint8_t epoch;
 };
 
 #endif /* RFS_TINYLFU_H */

@@ -304,6 +304,50 @@ static void test_popular_oldest_does_not_shield_the_next(void **state)
 	region_unref(r);
 }
 
+/*
+ * Correlated references. In a region of 100 (the window 10, an epoch 25
+ * accesses) whose main keys were all read 4 times, 100 accesses apart
+ * (counted 3 or 4 times: the sketch is sized when the region is half
+ * full), a newcomer is read 5 times: in a burst, or `gap` accesses apart
+ * (reads of one protected key). Then 12 more newcomers push it out of the
+ * window, and it is judged. Is it admitted?
+ */
+static bool admitted_after_reads(int gap)
+{
+	struct region *r = make(REGION_STRATEGY_TINYLFU, 1, 100, 0);
+	int i, j;
+	bool in;
+
+	for (j = 0; j < 4; j++)
+		for (i = 0; i < 100; i++)
+			assert_int_equal(getf(r, "m", i), j > 0);
+	for (j = 0; j < 5; j++) {
+		assert_int_equal(get(r, "b"), j > 0);
+		for (i = 0; i < gap; i++)
+			assert_true(get(r, "m75")); /* protected: stays */
+	}
+	for (i = 0; i < 12; i++)
+		assert_false(getf(r, "c", i));
+	in = region_contains(r, "b", 1);
+	region_unref(r);
+	return in;
+}
+
+/*
+ * A burst of reads while a key is in the window is one use of it (the
+ * correlated references of LRU-K and 2Q): counting each read let keys
+ * read a few times in a row, then never, beat keys that come back. The
+ * burst counts once (or twice across an epoch's end), so it loses against
+ * main's keys seen 3 times; the same reads spread over more than an epoch
+ * count 5 times and win.
+ */
+static void test_window_burst_counts_once(void **state)
+{
+	(void)state;
+	assert_false(admitted_after_reads(0));
+	assert_true(admitted_after_reads(30));
+}
+
 /* ---- scan resistance ------------------------------------------------------ */
 
 /*
@@ -644,6 +688,7 @@ int main(void)
 		cmocka_unit_test(test_unpopular_candidate_is_rejected),
 		cmocka_unit_test(test_popular_candidate_is_admitted),
 		cmocka_unit_test(test_popular_oldest_does_not_shield_the_next),
+		cmocka_unit_test(test_window_burst_counts_once),
 		cmocka_unit_test(test_scan_does_not_flush_the_hot_set),
 		cmocka_unit_test(
 			test_long_scan_with_hot_reads_keeps_the_hot_set),
