@@ -129,8 +129,9 @@
  *
  * Hits. A lock-free hit goes into the hitting thread's lane of the stripe
  * (stripe.c, the same per-thread BP-Wrapper batching as LRU); the replay
- * under the stripe lock calls touch_locked(): sketch increment and list
- * move. Dropped records (full lane, contended stripe; hits_unrecorded)
+ * under the stripe lock calls replay_locked(): the lane's list moves, then
+ * its sketch increments (the same counts: no move reads the sketch).
+ * Dropped records (full lane, contended stripe; hits_unrecorded)
  * cost a little recency and frequency information, never correctness.
  *
  * Bounded work: an insert or an eviction moves or examines at most
@@ -457,12 +458,13 @@ static void adapt_on_miss(struct stripe *s, uint64_t hash)
 	t->adapts++;
 }
 
-static void on_hit(struct stripe *s, struct entry *e, uint64_t hash)
+/* A hit's moves in the lists (no sketch read: a replay counts its hits
+ * in the sketch after all its moves, to the same counts). */
+static void hit_move(struct stripe *s, struct entry *e)
 {
 	region__examined(s, 1);
 	struct region_tlfu *t = &s->tlfu;
 
-	region__sketch_increment(&t->sketch, hash);
 	switch (e->queue) {
 	case ENTRY_Q_WINDOW:
 		rlist_move_head(&t->window, &e->qnode);
@@ -482,7 +484,23 @@ static void on_hit(struct stripe *s, struct entry *e, uint64_t hash)
 
 static void tlfu_touch_locked(struct stripe *s, struct entry *e, uint64_t hash)
 {
-	on_hit(s, e, hash);
+	region__sketch_increment(&s->tlfu.sketch, hash);
+	hit_move(s, e);
+}
+
+/* A lane's hits: their moves, then their counts (the same sketch as
+ * counting each before its move: no move reads the sketch). */
+static void tlfu_replay_locked(struct stripe *s, struct lane_replay *rp)
+{
+	uint64_t hs[REGION_LANE_RECS];
+	struct entry *e;
+	size_t m = 0;
+
+	while ((e = region__replay_next(s, rp, &hs[m]))) {
+		hit_move(s, e);
+		m++;
+	}
+	region__sketch_increment_batch(&s->tlfu.sketch, hs, m);
 }
 
 static void tlfu_insert_locked(struct stripe *s, struct entry *e)
@@ -652,6 +670,7 @@ const struct region_evict_ops region__tinylfu_ops = {
 	.access = NULL, /* hits replayed per thread (stripe.c) */
 	.insert_locked = tlfu_insert_locked,
 	.touch_locked = tlfu_touch_locked,
+	.replay_locked = tlfu_replay_locked,
 	.remove_locked = tlfu_remove_locked,
 	.evict_locked = tlfu_evict_locked,
 	.reset_locked = tlfu_reset_locked,
