@@ -79,10 +79,12 @@ static void lru_touch_locked(struct stripe *s, struct entry *e, uint64_t hash)
 static void lru_replay_locked(struct stripe *s, struct lane_replay *rp)
 {
 	struct entry *e;
-	uint64_t h;
+	uint64_t h, i;
 
-	while ((e = region__replay_next(s, rp, &h)))
-		rlist_move_head(&s->lru, &e->qnode);
+	for (i = 0; i < rp->n; i++) {
+		if ((e = region__replay_entry(s, rp, i, &h)))
+			rlist_move_head(&s->lru, &e->qnode);
+	}
 }
 
 static void lru_remove_locked(struct stripe *s, struct entry *e)

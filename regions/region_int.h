@@ -324,9 +324,9 @@ struct region_evict_ops {
 	/* A hit found under the lock, or a replayed buffered hit; hash is
 	 * the hash of e's key. */
 	void (*touch_locked)(struct stripe *s, struct entry *e, uint64_t hash);
-	/* The replay of a lane: what touch_locked() does for each entry
-	 * region__replay_next() gives, in order, in one call (no indirect
-	 * call per hit). Needed when access is NULL. */
+	/* The replay of a lane: what touch_locked() does for the entry of
+	 * each record (region__replay_entry()), in order, in one call (no
+	 * indirect call per hit). Needed when access is NULL. */
 	void (*replay_locked)(struct stripe *s, struct lane_replay *rp);
 	/* Forgets e (being unlinked for any reason). */
 	void (*remove_locked)(struct stripe *s, struct entry *e);
@@ -391,43 +391,39 @@ struct lane {
 };
 
 /* A lane being replayed under the stripe lock (stripe.c, and the
- * policies' replay_locked() through region__replay_next()). */
+ * policies' replay_locked() through region__replay_entry()). */
 struct lane_replay {
 	const struct lane *l;
-	uint64_t i, n; /* the next record, the records */
-	uint32_t gen;  /* the stripe's generation */
-	bool ptrs;     /* the recorded pointers are safe (struct lane) */
+	uint64_t n;   /* records */
+	uint32_t gen; /* the stripe's generation */
+	bool ptrs;    /* the recorded pointers are safe (struct lane) */
 };
 
 /* The first linked entry with this hash, or NULL. Lock held. */
 struct entry *region__find_hash_locked(struct stripe *s, uint64_t hash);
 
 /*
- * The entry of the replay's next record that is still linked and current
- * (through its recorded pointer if that is safe, else found by hash), and
- * its hash in *hash; NULL once the records are done. Lock held.
+ * The entry of a replay's record i if it is still linked and current
+ * (through its recorded pointer if that is safe, else found by hash), or
+ * NULL; its hash in *hash. Lock held.
  */
-static inline struct entry *
-region__replay_next(struct stripe *s, struct lane_replay *rp, uint64_t *hash)
+static inline struct entry *region__replay_entry(struct stripe *s,
+						 const struct lane_replay *rp,
+						 uint64_t i, uint64_t *hash)
 {
-	while (rp->i < rp->n) {
-		const struct lane_rec *rec = &rp->l->rec[rp->i++];
-		struct entry *e;
+	const struct lane_rec *rec = &rp->l->rec[i];
+	struct entry *e;
 
-		*hash = atomic_load_explicit(&rec->hash, memory_order_relaxed);
-		if (region__likely(rp->ptrs)) {
-			/* allocated (see struct lane): linked and current? */
-			e = atomic_load_explicit(&rec->e, memory_order_relaxed);
-			if (atomic_load_explicit(&e->dead,
-						 memory_order_relaxed))
-				continue;
-		} else if (!(e = region__find_hash_locked(s, *hash))) {
-			continue;
-		}
-		if (e->gen == rp->gen)
-			return e;
+	*hash = atomic_load_explicit(&rec->hash, memory_order_relaxed);
+	if (region__likely(rp->ptrs)) {
+		/* allocated (see struct lane): linked and current? */
+		e = atomic_load_explicit(&rec->e, memory_order_relaxed);
+		if (atomic_load_explicit(&e->dead, memory_order_relaxed))
+			return NULL;
+	} else if (!(e = region__find_hash_locked(s, *hash))) {
+		return NULL;
 	}
-	return NULL;
+	return e->gen == rp->gen ? e : NULL;
 }
 
 /*
@@ -776,23 +772,31 @@ extern __thread unsigned region__vcache_tick
 	__attribute__((tls_model("initial-exec")));
 /* The slow path of region__value_ref_hit() (epoch.c). */
 struct region_value *region__value_ref_hit_slow(struct region_value *v);
-/* A value reference for a hit, through the thread's cache. */
-static inline struct region_value *region__value_ref_hit(struct region_value *v)
+/* Takes a value reference for a hit through the thread's cache without
+ * a call, or returns false: then region__value_ref_hit_slow() takes it. */
+static inline bool region__value_ref_hit_fast(struct region_value *v)
 {
 	struct region__vref_slot *sl = region__vslot_of(v);
 
 	if (region__likely(sl->v == v && sl->used < REGION_VREF_BIAS - 1)) {
 		sl->used++;
-		return v;
+		return true;
 	}
 	/* the slot holds another value: replace it only every 8th time
 	 * (cold keys of a large working set would thrash it), else a plain
 	 * reference without the call (most hits on a 1M-key Zipf) */
 	if (sl->v && sl->v != v && (++region__vcache_tick & 7) != 0) {
 		atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
-		return v;
+		return true;
 	}
-	return region__value_ref_hit_slow(v);
+	return false;
+}
+
+/* A value reference for a hit, through the thread's cache. */
+static inline struct region_value *region__value_ref_hit(struct region_value *v)
+{
+	return region__value_ref_hit_fast(v) ? v
+					     : region__value_ref_hit_slow(v);
 }
 /* Drops a reference the thread's cache handed out; false if it did not. */
 static inline bool region__value_unref_cached(struct region_value *v)

@@ -257,7 +257,6 @@ replay_lane_locked(struct stripe *s, struct lane *l, uint64_t n)
 {
 	struct lane_replay rp = {
 		.l = l,
-		.i = 0,
 		.n = n < REGION_LANE_RECS ? n : REGION_LANE_RECS,
 		.gen = atomic_load_explicit(&s->gen, memory_order_relaxed),
 		.ptrs = atomic_load_explicit(&l->seq, memory_order_relaxed) ==

@@ -492,13 +492,15 @@ static void tlfu_touch_locked(struct stripe *s, struct entry *e, uint64_t hash)
  * counting each before its move: no move reads the sketch). */
 static void tlfu_replay_locked(struct stripe *s, struct lane_replay *rp)
 {
-	uint64_t hs[REGION_LANE_RECS];
+	uint64_t hs[REGION_LANE_RECS], i;
 	struct entry *e;
 	size_t m = 0;
 
-	while ((e = region__replay_next(s, rp, &hs[m]))) {
-		hit_move(s, e);
-		m++;
+	for (i = 0; i < rp->n; i++) {
+		if ((e = region__replay_entry(s, rp, i, &hs[m]))) {
+			hit_move(s, e);
+			m++;
+		}
 	}
 	region__sketch_increment_batch(&s->tlfu.sketch, hs, m);
 }
