@@ -13,7 +13,7 @@
  * list is a write, and doing it on every hit would need the lock on the
  * hit path: the convoy of seed 000. Instead a hit goes to its thread's
  * lane on the stripe (stripe.c) and is replayed here through
- * touch_locked() in batches, in order per thread; the lock holder replays
+ * replay_locked() in batches, in order per thread; the lock holder replays
  * its own lane first, so single-threaded (the trace benchmark) every hit
  * is applied before the next eviction and the miss ratios equal textbook
  * LRU (see bench_hitratio). Hits lost when a lane is full and the lock busy
@@ -74,6 +74,17 @@ static void lru_touch_locked(struct stripe *s, struct entry *e, uint64_t hash)
 {
 	(void)hash;
 	rlist_move_head(&s->lru, &e->qnode);
+}
+
+static void lru_replay_locked(struct stripe *s, struct lane_replay *rp)
+{
+	struct entry *e;
+	uint64_t h, i;
+
+	for (i = 0; i < rp->n; i++) {
+		if ((e = region__replay_entry(s, rp, i, &h)))
+			rlist_move_head(&s->lru, &e->qnode);
+	}
 }
 
 static void lru_remove_locked(struct stripe *s, struct entry *e)
@@ -457,6 +468,7 @@ static const struct region_evict_ops lru_ops = {
 	.access = NULL, /* hits are buffered per thread, see stripe.c */
 	.insert_locked = lru_insert_locked,
 	.touch_locked = lru_touch_locked,
+	.replay_locked = lru_replay_locked,
 	.remove_locked = lru_remove_locked,
 	.evict_locked = lru_evict_locked,
 	.reset_locked = lru_reset_locked,

@@ -30,9 +30,9 @@
  * The policy seam (struct region_evict_ops, evict.c and policy files):
  * a policy owns, per entry, the fields marked "P:" (qnode, freq, queue:
  * 16 + 2 bytes) and, per stripe, the fields under "policy state". It is
- * called under the stripe lock on insert, on a hit (touch_locked: replayed
- * from the per-thread hit buffers, or directly on a hit found under the
- * lock), on remove and to pick victims (evict_locked); optionally on the
+ * called under the stripe lock on insert, on a hit (replay_locked: the
+ * per-thread hit buffers, a lane per call; touch_locked: a hit found under
+ * the lock), on remove and to pick victims (evict_locked); optionally on the
  * lock-free hit itself (access, which may only store to e->freq).
  */
 #ifndef RFS_REGION_INT_H
@@ -302,17 +302,18 @@ struct ghost {
 
 struct stripe;
 struct region;
+struct lane_replay;
 
 /*
  * The eviction seam (evict.c). One ops table per strategy; every function
  * but access() needs the stripe lock. Hits reach a policy in one of two
  * ways: access() on the lock-free hit itself (it may only store to
  * e->freq, relaxed, and must not allocate or touch lists), or, when
- * access is NULL, touch_locked() replayed later under the lock from the
- * hitting thread's buffer (struct lane: batches of REGION_LANE_RECS, in
- * order per thread; a thread's own buffer is replayed before any lock it
- * takes, so a single thread sees exact recency). The entries a policy
- * examines per call should be reported with region__examined().
+ * access is NULL, replay_locked() later under the lock from the hitting
+ * thread's buffer (struct lane: batches of REGION_LANE_RECS, in order per
+ * thread; a thread's own buffer is replayed before any lock it takes, so
+ * a single thread sees exact recency). The entries a policy examines per
+ * call should be reported with region__examined().
  */
 struct region_evict_ops {
 	const char *name;
@@ -323,6 +324,10 @@ struct region_evict_ops {
 	/* A hit found under the lock, or a replayed buffered hit; hash is
 	 * the hash of e's key. */
 	void (*touch_locked)(struct stripe *s, struct entry *e, uint64_t hash);
+	/* The replay of a lane: what touch_locked() does for the entry of
+	 * each record (region__replay_entry()), in order, in one call (no
+	 * indirect call per hit). Needed when access is NULL. */
+	void (*replay_locked)(struct stripe *s, struct lane_replay *rp);
 	/* Forgets e (being unlinked for any reason). */
 	void (*remove_locked)(struct stripe *s, struct entry *e);
 	/*
@@ -349,7 +354,7 @@ struct table {
 
 /*
  * One thread's buffered hits on one stripe: the entries it hit and their
- * hashes, replayed through touch_locked() by the same thread when the lane
+ * hashes, replayed through replay_locked() by the same thread when the lane
  * is full (trylock: if the lock is busy the hit is not recorded and is
  * counted in hits_unrecorded) or when it takes the stripe lock. Lanes are
  * indexed by the thread's counter slot, so a lane is written by one
@@ -362,10 +367,15 @@ struct table {
  * seq holds the stripe's reclaim count read inside the epoch section of
  * that hit, and an entry found in a section is freed only by a reclaim
  * that starts after the section ended, which bumps the count first (under
- * the lock the replay holds). Then the entry is still allocated, and
- * touched if it is still linked and current. Otherwise (something was
- * freed, or seq is LANE_SEQ_NONE) the replay finds each entry again by its
- * hash (which it then recomputes for the chain: no hash is stored).
+ * the lock the replay holds). The lane's later records come from sections
+ * its thread entered after that first one, so a reclaim that frees any of
+ * their entries also starts after the first section ended and leaves the
+ * count above seq: one read of the count per lane (at its first record)
+ * covers every record, and the other hits do not load the line that
+ * installs write. Then the entries are still allocated, and touched if
+ * they are still linked and current. Otherwise (something was freed, or
+ * seq is LANE_SEQ_NONE) the replay finds each entry again by its hash
+ * (which it then recomputes for the chain: no hash is stored).
  */
 #define LANE_SEQ_NONE UINT64_MAX
 
@@ -379,6 +389,42 @@ struct lane {
 	atomic_uint_fast64_t seq; /* reclaims at the first record, or NONE */
 	struct lane_rec rec[REGION_LANE_RECS];
 };
+
+/* A lane being replayed under the stripe lock (stripe.c, and the
+ * policies' replay_locked() through region__replay_entry()). */
+struct lane_replay {
+	const struct lane *l;
+	uint64_t n;   /* records */
+	uint32_t gen; /* the stripe's generation */
+	bool ptrs;    /* the recorded pointers are safe (struct lane) */
+};
+
+/* The first linked entry with this hash, or NULL. Lock held. */
+struct entry *region__find_hash_locked(struct stripe *s, uint64_t hash);
+
+/*
+ * The entry of a replay's record i if it is still linked and current
+ * (through its recorded pointer if that is safe, else found by hash), or
+ * NULL; its hash in *hash. Lock held.
+ */
+static inline struct entry *region__replay_entry(struct stripe *s,
+						 const struct lane_replay *rp,
+						 uint64_t i, uint64_t *hash)
+{
+	const struct lane_rec *rec = &rp->l->rec[i];
+	struct entry *e;
+
+	*hash = atomic_load_explicit(&rec->hash, memory_order_relaxed);
+	if (region__likely(rp->ptrs)) {
+		/* allocated (see struct lane): linked and current? */
+		e = atomic_load_explicit(&rec->e, memory_order_relaxed);
+		if (atomic_load_explicit(&e->dead, memory_order_relaxed))
+			return NULL;
+	} else if (!(e = region__find_hash_locked(s, *hash))) {
+		return NULL;
+	}
+	return e->gen == rp->gen ? e : NULL;
+}
 
 /*
  * A run of retired entries stamped with one epoch: the stripe's retired
@@ -652,12 +698,9 @@ extern __thread struct region__epoch_rec *region__my_rec
 	__attribute__((tls_model("initial-exec")));
 struct region__epoch_rec *region__epoch_rec_acquire(void);
 
-static inline void region__epoch_enter(void)
+/* region__epoch_enter() for a caller that has the thread's record. */
+static inline void region__epoch_enter_rec(struct region__epoch_rec *rec)
 {
-	struct region__epoch_rec *rec = region__my_rec;
-
-	if (region__unlikely(!rec))
-		rec = region__epoch_rec_acquire();
 	if (rec->depth++ == 0) {
 		uint64_t e = atomic_load_explicit(&region__global_epoch,
 						  memory_order_relaxed);
@@ -666,6 +709,15 @@ static inline void region__epoch_enter(void)
 		atomic_exchange_explicit(&rec->state, (e << 1) | 1,
 					 memory_order_seq_cst);
 	}
+}
+
+static inline void region__epoch_enter(void)
+{
+	struct region__epoch_rec *rec = region__my_rec;
+
+	if (region__unlikely(!rec))
+		rec = region__epoch_rec_acquire();
+	region__epoch_enter_rec(rec);
 }
 
 static inline void region__epoch_exit(void)
@@ -720,23 +772,31 @@ extern __thread unsigned region__vcache_tick
 	__attribute__((tls_model("initial-exec")));
 /* The slow path of region__value_ref_hit() (epoch.c). */
 struct region_value *region__value_ref_hit_slow(struct region_value *v);
-/* A value reference for a hit, through the thread's cache. */
-static inline struct region_value *region__value_ref_hit(struct region_value *v)
+/* Takes a value reference for a hit through the thread's cache without
+ * a call, or returns false: then region__value_ref_hit_slow() takes it. */
+static inline bool region__value_ref_hit_fast(struct region_value *v)
 {
 	struct region__vref_slot *sl = region__vslot_of(v);
 
 	if (region__likely(sl->v == v && sl->used < REGION_VREF_BIAS - 1)) {
 		sl->used++;
-		return v;
+		return true;
 	}
 	/* the slot holds another value: replace it only every 8th time
 	 * (cold keys of a large working set would thrash it), else a plain
 	 * reference without the call (most hits on a 1M-key Zipf) */
 	if (sl->v && sl->v != v && (++region__vcache_tick & 7) != 0) {
 		atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
-		return v;
+		return true;
 	}
-	return region__value_ref_hit_slow(v);
+	return false;
+}
+
+/* A value reference for a hit, through the thread's cache. */
+static inline struct region_value *region__value_ref_hit(struct region_value *v)
+{
+	return region__value_ref_hit_fast(v) ? v
+					     : region__value_ref_hit_slow(v);
 }
 /* Drops a reference the thread's cache handed out; false if it did not. */
 static inline bool region__value_unref_cached(struct region_value *v)
@@ -763,20 +823,22 @@ void region__stripe_wrlock(struct stripe *s);
 /* Drops it; frees what was retired long enough ago (after unlocking). */
 void region__stripe_wrunlock(struct stripe *s);
 /* Appends the hit on e as record n (< REGION_LANE_RECS) of lane l, the
- * thread's own (slot): relaxed stores. A lane whose records span reclaims
- * (or the shared lane) is marked LANE_SEQ_NONE: replayed by hash. */
-static inline void region__lane_append(struct lane *l, uint64_t n,
-				       struct entry *e, uint64_t hash,
-				       uint64_t seq, unsigned slot)
+ * thread's own (slot): relaxed stores. The first record of a lane notes
+ * the stripe's reclaim count (read in the caller's epoch section: see
+ * struct lane); the shared lane is marked LANE_SEQ_NONE (replayed by
+ * hash). */
+static inline void region__lane_append(const struct stripe *s, struct lane *l,
+				       uint64_t n, struct entry *e,
+				       uint64_t hash, unsigned slot)
 {
 	if (n == 0)
-		atomic_store_explicit(&l->seq,
-				      slot == REGION_SHARED_SLOT ? LANE_SEQ_NONE
-								 : seq,
-				      memory_order_relaxed);
-	else if (seq != atomic_load_explicit(&l->seq, memory_order_relaxed))
-		atomic_store_explicit(&l->seq, LANE_SEQ_NONE,
-				      memory_order_relaxed);
+		atomic_store_explicit(
+			&l->seq,
+			slot == REGION_SHARED_SLOT
+				? LANE_SEQ_NONE
+				: atomic_load_explicit(&s->reclaims,
+						       memory_order_relaxed),
+			memory_order_relaxed);
 	atomic_store_explicit(&l->rec[n].e, e, memory_order_relaxed);
 	atomic_store_explicit(&l->rec[n].hash, hash, memory_order_relaxed);
 	atomic_store_explicit(&l->n, n + 1, memory_order_relaxed);
@@ -786,23 +848,23 @@ static inline void region__lane_append(struct lane *l, uint64_t n,
  * records and replays under a trylock. */
 void region__stripe_record_hit_slow(struct region *r, struct stripe *s,
 				    struct entry *e, uint64_t hash,
-				    uint64_t seq, unsigned slot);
+				    unsigned slot);
 /* Records a hit on e (its key's hash) for a policy without access();
- * never blocks. seq: the stripe's reclaim count, read inside the epoch
- * section in which e was found (region__stripe_reclaims()). The common
- * case inline: a few relaxed stores to the thread's own lane. */
+ * never blocks. Called inside the epoch section in which e was found
+ * (struct lane). The common case inline: a few relaxed stores to the
+ * thread's own lane. */
 static inline void region__stripe_record_hit(struct region *r, struct stripe *s,
 					     struct entry *e, uint64_t hash,
-					     uint64_t seq, unsigned slot)
+					     unsigned slot)
 {
 	struct lane *l = &s->lanes[slot];
 	uint64_t n = atomic_load_explicit(&l->n, memory_order_relaxed);
 
 	if (region__unlikely(n >= REGION_LANE_RECS - 1)) {
-		region__stripe_record_hit_slow(r, s, e, hash, seq, slot);
+		region__stripe_record_hit_slow(r, s, e, hash, slot);
 		return;
 	}
-	region__lane_append(l, n, e, hash, seq, slot);
+	region__lane_append(s, l, n, e, hash, slot);
 }
 static inline uint64_t region__stripe_reclaims(const struct stripe *s)
 {
@@ -840,9 +902,17 @@ static inline struct entry *region__chain_find(struct entry *e, const void *key,
 	uint64_t tail;
 
 	if (klen < 8) {
+		/* bytes, not memcmp(): a call would make the lock-free hit
+		 * save registers (region_borrow()) */
 		for (; e; e = atomic_load_explicit(&e->hnext,
 						   memory_order_acquire)) {
-			if (e->klen == klen && memcmp(e->key, k, klen) == 0)
+			size_t i = 0;
+
+			if (e->klen != klen)
+				continue;
+			while (i < klen && e->key[i] == k[i])
+				i++;
+			if (i == klen)
 				return e;
 		}
 		return NULL;

@@ -158,39 +158,72 @@ unsigned region__sketch_frequency(const struct region_sketch *k, uint64_t hash)
 	return f;
 }
 
-void region__sketch_increment(struct region_sketch *k, uint64_t hash)
+/*
+ * One increment of the four counters of hash (those below 15); returns 1
+ * if any moved, else 0, for the caller to add to the additions without a
+ * branch: additions stays below sample between calls, so testing it after
+ * adding 0 changes nothing (a branch on "any moved" was a third of the
+ * sketch's mispredictions: callgrind --branch-sim).
+ */
+static inline unsigned increment_one(const struct region_sketch *k,
+				     uint64_t hash)
 {
-	unsigned i, w, sh;
-	uint64_t ch, *blk;
-	bool added = false;
+	uint64_t ch, *blk = block_of(k, hash, &ch);
+	unsigned i, w, sh, added = 0;
 
-	if (!k->table)
-		return;
-#ifdef SKETCH_SPREAD
-	(void)w;
-	(void)ch;
-	(void)blk;
-	for (i = 0; i < 4; i++) {
-		uint64_t *p = word_of(k, hash, i, &sh);
-		if (((*p >> sh) & 15) != 15) {
-			*p += (uint64_t)1 << sh;
-			added = true;
-		}
-	}
-	if (added && ++k->additions >= k->sample)
-		region__sketch_reset(k);
-	return;
-#endif
-	blk = block_of(k, hash, &ch);
 	for (i = 0; i < 4; i++) {
 		counter_at(ch, i, &w, &sh);
 		if (((blk[w] >> sh) & 15) != 15) {
 			blk[w] += (uint64_t)1 << sh;
-			added = true;
+			added = 1;
 		}
 	}
-	if (added && ++k->additions >= k->sample)
+	return added;
+}
+
+void region__sketch_increment(struct region_sketch *k, uint64_t hash)
+{
+	if (!k->table)
+		return;
+#ifdef SKETCH_SPREAD
+	{
+		unsigned i, sh;
+		bool added = false;
+
+		for (i = 0; i < 4; i++) {
+			uint64_t *p = word_of(k, hash, i, &sh);
+			if (((*p >> sh) & 15) != 15) {
+				*p += (uint64_t)1 << sh;
+				added = true;
+			}
+		}
+		if (added && ++k->additions >= k->sample)
+			region__sketch_reset(k);
+		return;
+	}
+#endif
+	k->additions += increment_one(k, hash);
+	if (k->additions >= k->sample)
 		region__sketch_reset(k);
+}
+
+void region__sketch_increment_batch(struct region_sketch *k,
+				    const uint64_t *hash, size_t n)
+{
+	size_t i;
+
+#ifdef SKETCH_SPREAD
+	for (i = 0; i < n; i++)
+		region__sketch_increment(k, hash[i]);
+	return;
+#endif
+	if (!k->table)
+		return;
+	for (i = 0; i < n; i++) {
+		k->additions += increment_one(k, hash[i]);
+		if (region__unlikely(k->additions >= k->sample))
+			region__sketch_reset(k);
+	}
 }
 
 void region__sketch_reset(struct region_sketch *k)

@@ -228,8 +228,7 @@ static void set_owner(struct stripe *s, bool mine)
 #endif
 }
 
-/* The linked entry with this hash (first one), or NULL. Lock held. */
-static struct entry *find_hash_locked(struct stripe *s, uint64_t hash)
+struct entry *region__find_hash_locked(struct stripe *s, uint64_t hash)
 {
 	struct table *t = atomic_load_explicit(&s->tab, memory_order_relaxed);
 	struct table *o = atomic_load_explicit(&s->old, memory_order_relaxed);
@@ -251,35 +250,20 @@ static struct entry *find_hash_locked(struct stripe *s, uint64_t hash)
 	return NULL;
 }
 
-/* Replays a lane's n > 0 buffered hits into the policy. Lock held. */
+/* Replays a lane's n > 0 buffered hits into the policy, in one
+ * replay_locked() call (not an indirect call per hit). Lock held. */
 __attribute__((noinline)) static void
 replay_lane_locked(struct stripe *s, struct lane *l, uint64_t n)
 {
-	uint32_t gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
-	bool ptrs = atomic_load_explicit(&l->seq, memory_order_relaxed) ==
-		    region__stripe_reclaims(s);
-	uint64_t i;
+	struct lane_replay rp = {
+		.l = l,
+		.n = n < REGION_LANE_RECS ? n : REGION_LANE_RECS,
+		.gen = atomic_load_explicit(&s->gen, memory_order_relaxed),
+		.ptrs = atomic_load_explicit(&l->seq, memory_order_relaxed) ==
+			region__stripe_reclaims(s),
+	};
 
-	if (n > REGION_LANE_RECS)
-		n = REGION_LANE_RECS;
-	for (i = 0; i < n; i++) {
-		uint64_t h = atomic_load_explicit(&l->rec[i].hash,
-						  memory_order_relaxed);
-		struct entry *e = NULL;
-
-		if (ptrs) {
-			/* allocated (see struct lane): linked and current? */
-			e = atomic_load_explicit(&l->rec[i].e,
-						 memory_order_relaxed);
-			if (atomic_load_explicit(&e->dead,
-						 memory_order_relaxed))
-				e = NULL;
-		} else {
-			e = find_hash_locked(s, h);
-		}
-		if (e && e->gen == gen)
-			s->ops->touch_locked(s, e, h);
-	}
+	s->ops->replay_locked(s, &rp);
 	atomic_store_explicit(&l->n, 0, memory_order_relaxed);
 	atomic_store_explicit(&l->seq, LANE_SEQ_NONE, memory_order_relaxed);
 }
@@ -492,7 +476,7 @@ void region__stripe_reclaim(struct stripe *s)
 
 void region__stripe_record_hit_slow(struct region *r, struct stripe *s,
 				    struct entry *e, uint64_t hash,
-				    uint64_t seq, unsigned slot)
+				    unsigned slot)
 {
 	struct lane *l = &s->lanes[slot];
 	uint64_t n = atomic_load_explicit(&l->n, memory_order_relaxed);
@@ -507,7 +491,7 @@ void region__stripe_record_hit_slow(struct region *r, struct stripe *s,
 		region__stripe_wrunlock(s);
 		n = 0;
 	}
-	region__lane_append(l, n, e, hash, seq, slot);
+	region__lane_append(s, l, n, e, hash, slot);
 	if (n + 1 == REGION_LANE_RECS && region__trylock(&s->lock)) {
 		lock_acquired(s);
 		region__stripe_wrunlock(s);

@@ -158,8 +158,10 @@
  *
  * Hits. A lock-free hit goes into the hitting thread's lane of the stripe
  * (stripe.c, the same per-thread BP-Wrapper batching as LRU); the replay
- * under the stripe lock calls touch_locked(): sketch increment (see
- * "Correlated references") and list move. Dropped records (full lane, contended stripe; hits_unrecorded)
+ * under the stripe lock calls replay_locked(): the lane's list moves, then
+ * its sketch increments (the same counts: no move reads the sketch; see
+ * "Correlated references" for the window hits that are not counted).
+ * Dropped records (full lane, contended stripe; hits_unrecorded)
  * cost a little recency and frequency information, never correctness.
  *
  * Bounded work: an insert or an eviction moves or examines at most
@@ -510,7 +512,12 @@ static uint8_t corr_tick(struct stripe *s)
 	return t->epoch;
 }
 
-static void on_hit(struct stripe *s, struct entry *e, uint64_t hash)
+/*
+ * A hit's moves in the lists; true when the hit counts in the sketch (no
+ * sketch read: a replay counts its hits after all its moves, to the same
+ * counts).
+ */
+static bool hit_move(struct stripe *s, struct entry *e)
 {
 	struct region_tlfu *t = &s->tlfu;
 	uint8_t epoch = corr_tick(s);
@@ -518,33 +525,47 @@ static void on_hit(struct stripe *s, struct entry *e, uint64_t hash)
 	region__examined(s, 1);
 	switch (e->queue) {
 	case ENTRY_Q_WINDOW:
-		/* a re-reference within the epoch is the same use again */
-		if (atomic_load_explicit(&e->freq, memory_order_relaxed) !=
-		    epoch) {
-			atomic_store_explicit(&e->freq, epoch,
-					      memory_order_relaxed);
-			region__sketch_increment(&t->sketch, hash);
-		}
 		rlist_move_head(&t->window, &e->qnode);
-		break;
+		/* a re-reference within the epoch is the same use again */
+		if (atomic_load_explicit(&e->freq, memory_order_relaxed) ==
+		    epoch)
+			return false;
+		atomic_store_explicit(&e->freq, epoch, memory_order_relaxed);
+		return true;
 	case ENTRY_Q_PROBATION:
-		region__sketch_increment(&t->sketch, hash);
 		del(t, e);
 		push(t, e, ENTRY_Q_PROTECTED);
 		demote_protected(s);
-		break;
+		return true;
 	case ENTRY_Q_PROTECTED:
-		region__sketch_increment(&t->sketch, hash);
 		rlist_move_head(&t->protect, &e->qnode);
-		break;
+		return true;
 	default:
 		assert(!"tinylfu: hit on an unlinked entry");
+		return false;
 	}
 }
 
 static void tlfu_touch_locked(struct stripe *s, struct entry *e, uint64_t hash)
 {
-	on_hit(s, e, hash);
+	if (hit_move(s, e))
+		region__sketch_increment(&s->tlfu.sketch, hash);
+}
+
+/* A lane's hits: their moves, then their counts (the same sketch as
+ * counting each before its move: no move reads the sketch). */
+static void tlfu_replay_locked(struct stripe *s, struct lane_replay *rp)
+{
+	uint64_t hs[REGION_LANE_RECS], i;
+	struct entry *e;
+	size_t m = 0;
+
+	for (i = 0; i < rp->n; i++) {
+		if ((e = region__replay_entry(s, rp, i, &hs[m])) &&
+		    hit_move(s, e))
+			m++;
+	}
+	region__sketch_increment_batch(&s->tlfu.sketch, hs, m);
 }
 
 static void tlfu_insert_locked(struct stripe *s, struct entry *e)
@@ -725,6 +746,7 @@ const struct region_evict_ops region__tinylfu_ops = {
 	.access = NULL, /* hits replayed per thread (stripe.c) */
 	.insert_locked = tlfu_insert_locked,
 	.touch_locked = tlfu_touch_locked,
+	.replay_locked = tlfu_replay_locked,
 	.remove_locked = tlfu_remove_locked,
 	.evict_locked = tlfu_evict_locked,
 	.reset_locked = tlfu_reset_locked,

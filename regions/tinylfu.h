@@ -6,6 +6,7 @@
 #define RFS_TINYLFU_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /*
@@ -34,6 +35,9 @@ void region__sketch_release(struct region_sketch *k);
 unsigned region__sketch_frequency(const struct region_sketch *k, uint64_t hash);
 /* Counts one more occurrence of hash; may halve the sketch. */
 void region__sketch_increment(struct region_sketch *k, uint64_t hash);
+/* region__sketch_increment() of hash[0], ..., hash[n - 1], in order. */
+void region__sketch_increment_batch(struct region_sketch *k,
+				    const uint64_t *hash, size_t n);
 /* Halves every counter now (what a full sample triggers). */
 void region__sketch_reset(struct region_sketch *k);
 
