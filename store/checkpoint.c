@@ -1,0 +1,362 @@
+/*
+ * checkpoint.c - WAL checkpoints off the committing threads: a background
+ * checkpointer with its own connection and thread, and an inline fallback
+ * that keeps the WAL bounded under continuous writes.
+ *
+ * Why. SQLite's automatic checkpoint (wal_autocheckpoint, 1000 frames) runs
+ * inside the COMMIT that passes the threshold, on the committing thread:
+ * it syncs the WAL, copies the frames into the database file and syncs
+ * that. With the store's leader/follower writer, that thread is a FUSE
+ * worker whose close() waits for it: about 30 % of a 64 KiB create's store
+ * time (issue 9), paid by one unlucky writer in every ~60 creates.
+ *
+ * How. The write connection's WAL hook (sqlite3_wal_hook(), which also
+ * turns the automatic checkpoint off) learns the WAL's size in frames after
+ * every commit. Past CKPT_SOFT_FRAMES new frames since the checkpointer
+ * last looked, it wakes the checkpointer thread, which runs a PASSIVE
+ * checkpoint on its own read-write connection: PASSIVE never waits for
+ * readers or writers, so commits go on meanwhile (SQLite lets a checkpoint
+ * run beside one writer: it copies only frames of snapshots nobody may
+ * still need, up to the oldest reader's, and takes the WAL's checkpoint
+ * lock, not the write lock).
+ *
+ * Why a fallback. The WAL is only reset (written again from its start)
+ * when a write transaction begins while every frame has been copied and
+ * no reader is on an old snapshot (SQLite's walRestartLog()). Under
+ * continuous writes a checkpoint beside the writer never gets there: each
+ * one copies the frames that were there when it started, while commits
+ * append more, so the WAL would grow without bound (SQLite's docs call
+ * this checkpoint starvation). So when a commit leaves CKPT_HARD_FRAMES or
+ * more in the WAL, the committing thread, which holds the store's only
+ * write role so that no commit of ours can come in between, runs a
+ * RESTART checkpoint itself: it copies what the checkpointer has not copied
+ * yet (fewer than CKPT_SOFT_FRAMES, as a rule), waits (busy handler, up to
+ * the busy timeout) for readers on old snapshots, and so makes the next
+ * commit start the WAL again from the beginning. One inline checkpoint
+ * per CKPT_HARD_FRAMES instead of one per 1000 frames, each copying about
+ * as much. RESTART, not TRUNCATE: the file keeps its size and its blocks
+ * (journal_size_limit, 64 MiB, trims it if it ever gets larger).
+ *
+ * Only one checkpoint may run at a time (a second one gets SQLITE_BUSY at
+ * once, whatever its busy handler): run_lock serializes ours, so an
+ * inline checkpoint waits for a background one to end.
+ *
+ * Errors. A failed checkpoint loses nothing: the frames stay in the WAL,
+ * which readers read and which crash recovery replays, and SQLite records
+ * a frame as copied only after it is in the database file. Failures are
+ * counted (store_checkpoint_failures) and, unless SQLite was only busy,
+ * reported like any store error (a full disk counts in store_errors_full
+ * and is logged). The checkpointer then tries again every
+ * CKPT_RETRY_NS even if no commit comes (a full disk fails commits too); a
+ * failed inline checkpoint is not tried again before the WAL grows by
+ * another CKPT_HARD_FRAMES, so writes never wait on a failing one more
+ * than once per that much.
+ *
+ * Locking: lock guards pending-wakeups (wake), stopping, gen and trigger's
+ * writes; run_lock is held across every checkpoint. The hook runs on the
+ * thread running a batch (sqlite.c's writer role), inside COMMIT, with
+ * ranges_lock held: order ranges_lock -> run_lock, ranges_lock -> lock;
+ * the checkpointer takes run_lock and lock, never both, and never
+ * ranges_lock.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include <sqlite3.h>
+
+#include "store_int.h"
+
+#define CKPT_SOFT_FRAMES STORE_CKPT_SOFT_FRAMES
+#define CKPT_HARD_FRAMES STORE_CKPT_HARD_FRAMES
+#define CKPT_RETRY_NS	 1000000000 /* after a failure, try again this often */
+
+struct ckpt {
+	struct store *st; /* immutable */
+	sqlite3 *db;	  /* the checkpointer's thread only (and open/close) */
+	pthread_t thread;
+	bool thread_ok;
+
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	atomic_bool pending; /* a wakeup is asked for (set without lock) */
+	bool stopping;	     /* L: lock */
+	unsigned gen;	     /* L: lock; WAL restarts the hook has seen */
+	atomic_int trigger;  /* wake at this many frames; written under lock,
+			      * read by the hook without */
+	bool failing;	     /* checkpointer only: the last run failed */
+
+	pthread_mutex_t run_lock; /* held across each checkpoint */
+
+	/* the writer role only (the WAL hook) */
+	int prev_frames; /* the WAL's frames at the last commit */
+	int next_inline; /* frames from which a commit checkpoints */
+
+	/* published counters: relaxed atomics */
+	atomic_uint_fast64_t runs, inline_runs, failures, ns;
+	atomic_int wal_frames, wal_frames_max;
+};
+
+static int64_t now_ns(void)
+{
+	return store__now_ns();
+}
+
+/*
+ * One checkpoint of db in mode; *log gets the WAL's frames as SQLite saw
+ * them (-1 on error). Counts a failure and reports it unless SQLite was
+ * only busy. Returns the SQLite code.
+ */
+static int ckpt_run(struct ckpt *c, sqlite3 *db, int mode, int *log)
+{
+	int done = -1, rc;
+
+	pthread_mutex_lock(&c->run_lock);
+	rc = sqlite3_wal_checkpoint_v2(db, "main", mode, log, &done);
+	pthread_mutex_unlock(&c->run_lock);
+	if (rc == SQLITE_OK)
+		return rc;
+	atomic_fetch_add_explicit(&c->failures, 1, memory_order_relaxed);
+	if ((rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
+		store__fail(c->st, db, rc, "checkpoint", NULL, NULL, 0);
+	return rc;
+}
+
+/* ---- the checkpointer thread ------------------------------------------- */
+
+/* One background PASSIVE checkpoint, and the next trigger. */
+static void ckpt_background(struct ckpt *c)
+{
+	int64_t t0 = now_ns();
+	int log = -1, rc;
+	unsigned gen;
+
+	pthread_mutex_lock(&c->lock);
+	gen = c->gen;
+	pthread_mutex_unlock(&c->lock);
+	if (atomic_load_explicit(&c->st->lost, memory_order_acquire))
+		rc = SQLITE_OK; /* the file is gone: nothing worth copying */
+	else
+		rc = ckpt_run(c, c->db, SQLITE_CHECKPOINT_PASSIVE, &log);
+	atomic_fetch_add_explicit(&c->runs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->ns, now_ns() - t0, memory_order_relaxed);
+	c->failing = rc != SQLITE_OK;
+	if (log < 0)
+		log = atomic_load_explicit(&c->wal_frames,
+					   memory_order_relaxed);
+	pthread_mutex_lock(&c->lock);
+	/*
+	 * Next time: once CKPT_SOFT_FRAMES more have come than this run saw
+	 * (not than it copied: frames a reader still holds would wake us
+	 * after every commit). Unless the WAL restarted meanwhile (gen): the
+	 * hook has set the trigger for the new WAL then.
+	 */
+	if (gen == c->gen)
+		atomic_store_explicit(&c->trigger, log + CKPT_SOFT_FRAMES,
+				      memory_order_relaxed);
+	atomic_store_explicit(&c->pending, false, memory_order_relaxed);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void *ckpt_main(void *arg)
+{
+	struct ckpt *c = arg;
+	struct timespec ts;
+	int64_t t;
+
+	pthread_mutex_lock(&c->lock);
+	while (!c->stopping) {
+		if (!atomic_load_explicit(&c->pending, memory_order_relaxed)) {
+			if (!c->failing) {
+				pthread_cond_wait(&c->wake, &c->lock);
+				continue;
+			}
+			t = now_ns() + CKPT_RETRY_NS;
+			ts.tv_sec = t / 1000000000;
+			ts.tv_nsec = t % 1000000000;
+			if (pthread_cond_timedwait(&c->wake, &c->lock, &ts) !=
+			    ETIMEDOUT)
+				continue;
+		}
+		pthread_mutex_unlock(&c->lock);
+		ckpt_background(c);
+		pthread_mutex_lock(&c->lock);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+/* ---- the WAL hook: on the committing thread ------------------------------ */
+
+/*
+ * A commit left the WAL with more than CKPT_HARD_FRAMES frames: checkpoint
+ * here, on the write connection, between two of our commits.
+ */
+static void ckpt_inline(struct ckpt *c, sqlite3 *db, int nframe)
+{
+	int log = -1, rc;
+
+	rc = ckpt_run(c, db, SQLITE_CHECKPOINT_RESTART, &log);
+	atomic_fetch_add_explicit(&c->inline_runs, 1, memory_order_relaxed);
+	/* done: the next commit restarts the WAL, and the hook sees it */
+	c->next_inline =
+		rc == SQLITE_OK ? CKPT_HARD_FRAMES : nframe + CKPT_HARD_FRAMES;
+}
+
+static void note_frames(struct ckpt *c, int nframe)
+{
+	atomic_store_explicit(&c->wal_frames, nframe, memory_order_relaxed);
+	if (nframe >
+	    atomic_load_explicit(&c->wal_frames_max, memory_order_relaxed))
+		atomic_store_explicit(&c->wal_frames_max, nframe,
+				      memory_order_relaxed);
+}
+
+/*
+ * sqlite3_wal_hook() callback: nframe is the WAL's size in frames after a
+ * commit. Must return SQLITE_OK: an error would fail the COMMIT's step
+ * although the commit holds.
+ */
+static int ckpt_hook(void *arg, sqlite3 *db, const char *name, int nframe)
+{
+	struct ckpt *c = arg;
+
+	(void)name;
+	note_frames(c, nframe);
+	if (nframe < c->prev_frames) { /* the WAL started again */
+		pthread_mutex_lock(&c->lock);
+		c->gen++;
+		atomic_store_explicit(&c->trigger, CKPT_SOFT_FRAMES,
+				      memory_order_relaxed);
+		pthread_mutex_unlock(&c->lock);
+		if (c->next_inline > CKPT_HARD_FRAMES)
+			c->next_inline = CKPT_HARD_FRAMES;
+	}
+	c->prev_frames = nframe;
+	if (nframe >= c->next_inline) {
+		ckpt_inline(c, db, nframe);
+		return SQLITE_OK;
+	}
+	if (nframe >= atomic_load_explicit(&c->trigger, memory_order_relaxed) &&
+	    !atomic_exchange_explicit(&c->pending, true,
+				      memory_order_relaxed)) {
+		pthread_mutex_lock(&c->lock);
+		pthread_cond_signal(&c->wake);
+		pthread_mutex_unlock(&c->lock);
+	}
+	return SQLITE_OK;
+}
+
+/* ---- start, stop, stats -------------------------------------------------- */
+
+/* The checkpointer's connection: read-write, the default VFS, WAL open. */
+static int ckpt_open_db(struct ckpt *c)
+{
+	struct store *st = c->st;
+	int rc;
+
+	rc = sqlite3_open_v2(st->path, &c->db,
+			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK)
+		return store__sqlerr(c->db, rc);
+	sqlite3_extended_result_codes(c->db, 1);
+	sqlite3_busy_timeout(c->db, (int)st->busy_timeout_ms);
+	sqlite3_wal_autocheckpoint(c->db, 0);
+	/*
+	 * synchronous=NORMAL: a checkpoint syncs the WAL before it copies
+	 * and the database after it copied everything, which is what makes
+	 * a later WAL restart safe. A read makes SQLite open the WAL.
+	 */
+	rc = sqlite3_exec(
+		c->db,
+		"PRAGMA synchronous = NORMAL; PRAGMA cache_size = -256;"
+		"SELECT count(*) FROM sqlite_schema",
+		NULL, NULL, NULL);
+	return rc == SQLITE_OK ? 0 : store__sqlerr(c->db, rc);
+}
+
+/* c->wake, whose retry waits have CLOCK_MONOTONIC deadlines. */
+static int wake_cond_init(struct ckpt *c)
+{
+	pthread_condattr_t a;
+	int rc = pthread_condattr_init(&a);
+
+	if (rc == 0)
+		rc = pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	if (rc == 0)
+		rc = pthread_cond_init(&c->wake, &a);
+	pthread_condattr_destroy(&a);
+	return rc;
+}
+
+int store__ckpt_start(struct store *st)
+{
+	struct ckpt *c;
+	int rc;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->st = st;
+	atomic_init(&c->trigger, CKPT_SOFT_FRAMES);
+	c->next_inline = CKPT_HARD_FRAMES;
+	if (pthread_mutex_init(&c->lock, NULL) ||
+	    pthread_mutex_init(&c->run_lock, NULL) || wake_cond_init(c)) {
+		free(c);
+		return -ENOMEM; /* glibc's inits cannot fail */
+	}
+	st->ckpt = c;
+	rc = ckpt_open_db(c);
+	if (rc == 0)
+		rc = -pthread_create(&c->thread, NULL, ckpt_main, c);
+	if (rc)
+		return rc; /* store_close() cleans up */
+	c->thread_ok = true;
+	pthread_setname_np(c->thread, "regionfs-ckpt");
+	sqlite3_wal_hook(st->wdb, ckpt_hook, c);
+	return 0;
+}
+
+void store__ckpt_stop(struct store *st)
+{
+	struct ckpt *c = st->ckpt;
+
+	if (!c)
+		return;
+	if (st->wdb)
+		sqlite3_wal_hook(st->wdb, NULL, NULL);
+	if (c->thread_ok) {
+		pthread_mutex_lock(&c->lock);
+		c->stopping = true;
+		pthread_cond_signal(&c->wake);
+		pthread_mutex_unlock(&c->lock);
+		pthread_join(c->thread, NULL);
+	}
+	sqlite3_close_v2(c->db);
+	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->run_lock);
+	pthread_cond_destroy(&c->wake);
+	free(c);
+	st->ckpt = NULL;
+}
+
+void store__ckpt_stats(struct store *st, struct store_stats *out)
+{
+	struct ckpt *c = st->ckpt;
+
+	if (!c)
+		return;
+	out->checkpoints = atomic_load_explicit(&c->runs, memory_order_relaxed);
+	out->checkpoints_inline =
+		atomic_load_explicit(&c->inline_runs, memory_order_relaxed);
+	out->checkpoint_failures =
+		atomic_load_explicit(&c->failures, memory_order_relaxed);
+	out->checkpoint_ns = atomic_load_explicit(&c->ns, memory_order_relaxed);
+	out->wal_frames =
+		atomic_load_explicit(&c->wal_frames, memory_order_relaxed);
+	out->wal_frames_max =
+		atomic_load_explicit(&c->wal_frames_max, memory_order_relaxed);
+}
