@@ -517,8 +517,6 @@ static int schema_upgrade(sqlite3 *db)
 	return rc;
 }
 
-static int writer_busy(void *arg, int count);
-
 /* Sets the write connection's pragmas; WAL must really be on. */
 static int writer_pragmas(struct store *st)
 {
@@ -569,7 +567,7 @@ static int writer_open(struct store *st)
 	if (rc != SQLITE_OK)
 		return store__sqlerr(st->wdb, rc);
 	sqlite3_extended_result_codes(st->wdb, 1);
-	sqlite3_busy_handler(st->wdb, writer_busy, st);
+	sqlite3_busy_handler(st->wdb, store__writer_busy, st);
 	/* SQLite falls back to read-only when it may not write the file */
 	if (!st->read_only && sqlite3_db_readonly(st->wdb, "main") == 1)
 		return -EROFS;
@@ -920,7 +918,7 @@ static int sq_region_usage(struct store *st, const char *region,
  * busy_timeout_ms has passed since the wait began. SQLite's locks are not
  * fair; short naps keep our odds against an outside writer in a loop.
  */
-static int writer_busy(void *arg, int count)
+int store__writer_busy(void *arg, int count)
 {
 	struct store *st = arg;
 	int64_t now = store__now_ns(), left, nap;

@@ -192,6 +192,11 @@ void store__ranges_unlock(struct store *st);
 
 /* ---- sqlite.c ----------------------------------------------------------- */
 
+/*
+ * The write connection's busy handler (sqlite3_busy_handler()), which
+ * checkpoint.c puts back after its inline checkpoint's own.
+ */
+int store__writer_busy(void *arg, int count);
 /* Maps a SQLite result code to -errno (0 for SQLITE_OK/ROW/DONE). */
 int store_errno(int sqlite_rc);
 /* store_file_lost() of the SQLite store. */

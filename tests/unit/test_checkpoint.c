@@ -275,13 +275,19 @@ static void *reader_main(void *arg)
 
 /*
  * Writes without a pause, with a reader beside them, several times the
- * hard limit: the WAL file never grows past the hard limit plus one
- * commit, and everything reads back, before and after a reopen.
+ * hard limit: the WAL file never grows far past the hard limit (without
+ * the inline fallback: 157 MB; with SQLite's autocheckpoint and this
+ * reader, 44 MB), and everything reads back, before and after a reopen.
  */
 static void test_wal_stays_bounded_under_continuous_writes(void **state)
 {
 	struct fixture *f = *state;
-	off_t bound = (off_t)(STORE_CKPT_HARD_FRAMES + 64) * FRAME + 32;
+	/* an inline checkpoint that found a reader busy tries again after
+	 * STORE_CKPT_SOFT_FRAMES (under valgrind: checkpoint.c) */
+	off_t bound = (off_t)(STORE_CKPT_HARD_FRAMES +
+			      4 * STORE_CKPT_SOFT_FRAMES + 64) *
+			      FRAME +
+		      32;
 	struct reader_arg ra = {.st = f->st};
 	unsigned i, n, last[NKEYS];
 	struct store_stats s;
@@ -306,8 +312,9 @@ static void test_wal_stays_bounded_under_continuous_writes(void **state)
 		      (unsigned long long)s.checkpoints,
 		      (unsigned long long)s.checkpoints_inline, ra.loads);
 	assert_true(most <= bound);
-	assert_true(s.wal_frames_max <= STORE_CKPT_HARD_FRAMES + 64);
-	assert_int_equal(s.checkpoint_failures, 0);
+	assert_true(s.wal_frames_max <=
+		    STORE_CKPT_HARD_FRAMES + 4 * STORE_CKPT_SOFT_FRAMES + 64);
+	assert_int_equal(s.errors, 0); /* a busy checkpoint is no error */
 	check_all(f, last);
 	reopen(f);
 	check_all(f, last);
