@@ -75,6 +75,7 @@
 
 #define CKPT_SOFT_FRAMES    STORE_CKPT_SOFT_FRAMES
 #define CKPT_HARD_FRAMES    STORE_CKPT_HARD_FRAMES
+#define CKPT_HARD_DURABLE   STORE_CKPT_HARD_DURABLE
 #define CKPT_POLL_NS	    100000     /* the inline checkpoint's busy polls */
 #define CKPT_INLINE_WAIT_NS 50000000   /* and its wait for readers at most */
 #define CKPT_RETRY_NS	    1000000000 /* after a failure, try again this often */
@@ -98,7 +99,8 @@ struct ckpt {
 
 	/* the writer role only (the WAL hook) */
 	int prev_frames;    /* the WAL's frames at the last commit */
-	int next_inline;    /* frames from which a commit checkpoints */
+	int retry_after;    /* after a failed inline checkpoint, none before
+			     * the WAL has this many frames; 0: none */
 	int64_t busy_start; /* when the inline checkpoint's wait began */
 
 	/* published counters: relaxed atomics */
@@ -250,11 +252,11 @@ static void ckpt_inline(struct ckpt *c, sqlite3 *db, int nframe)
 	 * CKPT_HARD_FRAMES more; the checkpointer retries meanwhile.
 	 */
 	if (rc == SQLITE_OK)
-		c->next_inline = CKPT_HARD_FRAMES;
+		c->retry_after = 0;
 	else if (is_busy(rc))
-		c->next_inline = nframe + CKPT_SOFT_FRAMES / 4;
+		c->retry_after = nframe + CKPT_SOFT_FRAMES / 4;
 	else
-		c->next_inline = nframe + CKPT_HARD_FRAMES;
+		c->retry_after = nframe + CKPT_HARD_FRAMES;
 }
 
 static void note_frames(struct ckpt *c, int nframe)
@@ -274,8 +276,10 @@ static void note_frames(struct ckpt *c, int nframe)
 static int ckpt_hook(void *arg, sqlite3 *db, const char *name, int nframe)
 {
 	struct ckpt *c = arg;
+	int hard;
 
 	(void)name;
+	store__assert_writer(c->st);
 	note_frames(c, nframe);
 	if (nframe < c->prev_frames) { /* the WAL started again */
 		pthread_mutex_lock(&c->lock);
@@ -283,11 +287,19 @@ static int ckpt_hook(void *arg, sqlite3 *db, const char *name, int nframe)
 		atomic_store_explicit(&c->trigger, CKPT_SOFT_FRAMES,
 				      memory_order_relaxed);
 		pthread_mutex_unlock(&c->lock);
-		if (c->next_inline > CKPT_HARD_FRAMES)
-			c->next_inline = CKPT_HARD_FRAMES;
+		c->retry_after = 0;
 	}
 	c->prev_frames = nframe;
-	if (nframe >= c->next_inline) {
+	/*
+	 * A durable commit (synchronous=FULL, sync_full: ours, as the hook
+	 * runs in the writer role) fsyncs the WAL: while the WAL grows into
+	 * new blocks, each such fsync also commits the file system's
+	 * journal, so durable commits keep the WAL small, where it is
+	 * overwritten in place. Durable creates, 1 writer, regionfs ÷ main:
+	 * 0.51-0.90 with 8000 frames, 1.09 with 2000.
+	 */
+	hard = c->st->sync_full ? CKPT_HARD_DURABLE : CKPT_HARD_FRAMES;
+	if (nframe >= hard && nframe >= c->retry_after) {
 		ckpt_inline(c, db, nframe);
 		return SQLITE_OK;
 	}
@@ -353,7 +365,6 @@ int store__ckpt_start(struct store *st)
 		return -ENOMEM;
 	c->st = st;
 	atomic_init(&c->trigger, CKPT_SOFT_FRAMES);
-	c->next_inline = CKPT_HARD_FRAMES;
 	if (pthread_mutex_init(&c->lock, NULL) ||
 	    pthread_mutex_init(&c->run_lock, NULL) || wake_cond_init(c)) {
 		free(c);

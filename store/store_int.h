@@ -266,6 +266,8 @@ int store__walvfs_flush(sqlite3 *db);
  * the inline checkpoint takes (unless it fails: checkpoint.c).
  */
 #define STORE_CKPT_HARD_FRAMES 8000
+/* The same after a durable commit: checkpoint.c, ckpt_hook(). */
+#define STORE_CKPT_HARD_DURABLE 2000
 
 /*
  * Starts the checkpointer: its connection and thread, and the write

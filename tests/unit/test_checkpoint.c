@@ -361,6 +361,31 @@ test_failing_checkpoints_lose_nothing_and_block_no_write(void **state)
 	check_all(f, last);
 }
 
+/*
+ * Durable commits (each fsyncs the WAL) keep the WAL at the lower limit,
+ * where it is overwritten in place rather than grown.
+ */
+static void test_durable_commits_keep_the_wal_small(void **state)
+{
+	struct fixture *f = *state;
+	struct store_options o = {.durable = true};
+	unsigned i, n, last[NKEYS];
+	struct store_stats s;
+
+	store_close(f->st);
+	assert_int_equal(store_open(f->path, &o, &f->st), 0);
+	n = 2 * STORE_CKPT_HARD_DURABLE / (VALUE_SIZE / 4096);
+	for (i = 0; i < n; i++) {
+		put_round(f, i % NKEYS, i / NKEYS);
+		last[i % NKEYS] = i / NKEYS;
+	}
+	stats(f, &s);
+	assert_true(s.checkpoints_inline >= 1);
+	assert_true(s.wal_frames_max <=
+		    STORE_CKPT_HARD_DURABLE + 4 * STORE_CKPT_SOFT_FRAMES + 64);
+	check_all(f, last);
+}
+
 /* Closing while the checkpointer may be running: nothing is lost. */
 static void test_close_stops_the_checkpointer_and_keeps_data(void **state)
 {
@@ -388,6 +413,7 @@ int main(void)
 		T(test_checkpoints_run_off_the_writing_thread),
 		T(test_wal_stays_bounded_under_continuous_writes),
 		T(test_failing_checkpoints_lose_nothing_and_block_no_write),
+		T(test_durable_commits_keep_the_wal_small),
 		T(test_close_stops_the_checkpointer_and_keeps_data),
 #undef T
 	};
