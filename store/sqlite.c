@@ -53,7 +53,7 @@
  * durable create benchmark): the commit fsyncs the WAL, which makes every
  * earlier commit durable too,
  * as they live in the same file (checkpoints sync the database file
- * themselves). store_sync() queues a barrier: if no commit since the last
+ * themselves; they run on checkpoint.c's thread, not in COMMIT). store_sync() queues a barrier: if no commit since the last
  * fsync was made with NORMAL, it returns at once, else it fsyncs the WAL
  * through SQLite's own file handle (SQLITE_FCNTL_JOURNAL_POINTER; we never
  * open the database files ourselves, since closing a second descriptor
@@ -517,8 +517,6 @@ static int schema_upgrade(sqlite3 *db)
 	return rc;
 }
 
-static int writer_busy(void *arg, int count);
-
 /* Sets the write connection's pragmas; WAL must really be on. */
 static int writer_pragmas(struct store *st)
 {
@@ -569,7 +567,7 @@ static int writer_open(struct store *st)
 	if (rc != SQLITE_OK)
 		return store__sqlerr(st->wdb, rc);
 	sqlite3_extended_result_codes(st->wdb, 1);
-	sqlite3_busy_handler(st->wdb, writer_busy, st);
+	sqlite3_busy_handler(st->wdb, store__writer_busy, st);
 	/* SQLite falls back to read-only when it may not write the file */
 	if (!st->read_only && sqlite3_db_readonly(st->wdb, "main") == 1)
 		return -EROFS;
@@ -920,7 +918,7 @@ static int sq_region_usage(struct store *st, const char *region,
  * busy_timeout_ms has passed since the wait began. SQLite's locks are not
  * fair; short naps keep our odds against an outside writer in a loop.
  */
-static int writer_busy(void *arg, int count)
+int store__writer_busy(void *arg, int count)
 {
 	struct store *st = arg;
 	int64_t now = store__now_ns(), left, nap;
@@ -1787,6 +1785,7 @@ static void sq_stats(struct store *st, struct store_stats *out)
 						    memory_order_relaxed);
 	out->file_lost = atomic_load_explicit(&st->lost, memory_order_acquire);
 	out->read_only = st->read_only;
+	store__ckpt_stats(st, out);
 }
 
 /* ---- open and close ------------------------------------------------------- */
@@ -1879,6 +1878,8 @@ int store__sqlite_open(const char *path, const struct store_options *opts,
 		rc = remember_file(st);
 	if (rc == 0) /* before the writer starts: its field, then */
 		st->wstats.reserve_ok = st->stats.reserve_ok = reserve_make(st);
+	if (rc == 0 && !st->read_only)
+		rc = store__ckpt_start(st);
 	if (rc == 0) {
 		rc = -pthread_create(&st->writer, NULL, writer_main, st);
 		st->thread_ok = rc == 0;
@@ -1911,6 +1912,7 @@ static void sq_close(struct store *st)
 		pthread_mutex_unlock(&st->lock);
 		pthread_join(st->writer, NULL);
 	}
+	store__ckpt_stop(st);
 	if (st->tls_ok)
 		pthread_key_delete(st->tls);
 	for (rc = st->conns; rc; rc = next) {

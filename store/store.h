@@ -324,6 +324,27 @@ int store_wait_applied(struct store *st);
 	  "Retries after the database was busy.")                              \
 	X(STORE_COUNTER, commit_ns, STORE_UNIT_NS, "store_commit_time_us",     \
 	  "regionfs_store_commit_seconds_total", "Time spent in COMMIT.")      \
+	X(STORE_COUNTER, checkpoints, STORE_UNIT_COUNT, "store_checkpoints",   \
+	  "regionfs_store_checkpoints_total",                                  \
+	  "WAL checkpoints run by the background checkpointer.")               \
+	X(STORE_COUNTER, checkpoints_inline, STORE_UNIT_COUNT,                 \
+	  "store_checkpoints_inline",                                          \
+	  "regionfs_store_checkpoints_inline_total",                           \
+	  "Checkpoints a commit ran itself: the WAL passed its hard limit.")   \
+	X(STORE_COUNTER, checkpoint_failures, STORE_UNIT_COUNT,                \
+	  "store_checkpoint_failures",                                         \
+	  "regionfs_store_checkpoint_failures_total",                          \
+	  "Checkpoints that failed or found the database busy.")               \
+	X(STORE_COUNTER, checkpoint_ns, STORE_UNIT_NS,                         \
+	  "store_checkpoint_time_us",                                          \
+	  "regionfs_store_checkpoint_seconds_total",                           \
+	  "Time the background checkpointer spent checkpointing.")             \
+	X(STORE_GAUGE, wal_frames, STORE_UNIT_COUNT, "store_wal_frames",       \
+	  "regionfs_store_wal_frames",                                         \
+	  "Frames in the WAL after the last commit.")                          \
+	X(STORE_GAUGE, wal_frames_max, STORE_UNIT_COUNT,                       \
+	  "store_wal_frames_max", "regionfs_store_wal_frames_max",             \
+	  "Most frames the WAL held after a commit since the store opened.")   \
 	X(STORE_GAUGE, reserve_ok, STORE_UNIT_COUNT, "store_reserve_ok",       \
 	  "regionfs_store_reserve_ok",                                         \
 	  "1 while the disk-full reserve file is in place.")                   \

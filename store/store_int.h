@@ -8,6 +8,9 @@
  *              calls
  *   changes.c  the change feed (store_changes*()) and the own-change
  *              ranges that let it skip our writer's own changes
+ *   checkpoint.c  WAL checkpoints on a thread of their own, with an
+ *              inline fallback that keeps the WAL bounded
+ *   walvfs.c   the write connection's VFS (one pwrite() per commit)
  *
  * Internal functions are non-static with the store__ prefix; everything
  * else stays static in its file. Functions returning int return 0 or a
@@ -64,7 +67,8 @@ enum {
 	W_NSTMT
 };
 
-struct op; /* a queued change: sqlite.c */
+struct op;   /* a queued change: sqlite.c */
+struct ckpt; /* the checkpointer: checkpoint.c */
 
 /* One thread's read connection. */
 struct rconn {
@@ -108,6 +112,7 @@ struct store {
 	pthread_key_t tls; /* -> this thread's struct rconn */
 	bool tls_ok, locks_ok, thread_ok;
 	pthread_t writer;
+	struct ckpt *ckpt; /* NULL: none (read-only) */
 
 	/* the thread running a batch only (busy: the writer thread, or a
 	 * caller leading its own batch; store_open before the writer starts) */
@@ -187,6 +192,11 @@ void store__ranges_unlock(struct store *st);
 
 /* ---- sqlite.c ----------------------------------------------------------- */
 
+/*
+ * The write connection's busy handler (sqlite3_busy_handler()), which
+ * checkpoint.c puts back after its inline checkpoint's own.
+ */
+int store__writer_busy(void *arg, int count);
 /* Maps a SQLite result code to -errno (0 for SQLITE_OK/ROW/DONE). */
 int store_errno(int sqlite_rc);
 /* store_file_lost() of the SQLite store. */
@@ -240,6 +250,39 @@ const char *store__walvfs_name(void);
  * writer calls it after each COMMIT. Nothing for another VFS's WAL.
  */
 int store__walvfs_flush(sqlite3 *db);
+
+/* ---- checkpoint.c -------------------------------------------------------- */
+
+/*
+ * WAL frames (pages of 4 KiB plus a 24-byte header) before the
+ * checkpointer is woken: SQLite's own autocheckpoint threshold, so
+ * checkpoints come as often as before, only on another thread.
+ */
+#define STORE_CKPT_SOFT_FRAMES 1000
+/*
+ * Frames after which a commit checkpoints inline: about 32 MiB, under the
+ * journal_size_limit of 64 MiB (sqlite.c's WAL_LIMIT_BYTES). The WAL
+ * never holds more than this plus one commit's frames for longer than
+ * the inline checkpoint takes (unless it fails: checkpoint.c).
+ */
+#define STORE_CKPT_HARD_FRAMES 8000
+/* The same after a durable commit: checkpoint.c, ckpt_hook(). */
+#define STORE_CKPT_HARD_DURABLE 2000
+
+/*
+ * Starts the checkpointer: its connection and thread, and the write
+ * connection's WAL hook (which turns SQLite's inline autocheckpoint off).
+ * Before the writer thread starts. On failure store_close() cleans up.
+ */
+int store__ckpt_start(struct store *st);
+/*
+ * Stops and joins the checkpointer and closes its connection; after the
+ * writer thread has stopped, before the write connection closes (whose
+ * close, the last, checkpoints as before). Accepts a store without one.
+ */
+void store__ckpt_stop(struct store *st);
+/* Fills the checkpoint numbers of *out (zero without a checkpointer). */
+void store__ckpt_stats(struct store *st, struct store_stats *out);
 
 /* ---- changes.c ---------------------------------------------------------- */
 
