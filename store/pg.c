@@ -11,8 +11,9 @@
  * over our defaults, except target_session_attrs.
  *
  * Schema (pg_sql.h, doc/schema.md): schema regionfs holds kv (the rows),
- * changes (the change log, filled by triggers in the writer's own
- * transaction) and schema_version; store_open() creates or upgrades it
+ * changes (the change log, filled in the writer's own transaction: by
+ * triggers for outside clients, by our writer's statements themselves,
+ * which the triggers then skip) and schema_version; store_open() creates or upgrades it
  * under an advisory lock, so mounts starting together do not race.
  *
  * Connections. Reads run on a small pool of PG_READERS connections
@@ -540,6 +541,7 @@ static int conn_setup(struct pg_store *ps, PGconn *c, enum conn_kind kind,
 		snprintf(sql, sizeof(sql),
 			 "SET synchronous_commit = %s; "
 			 "SET lock_timeout = %u; "
+			 "SET regionfs.self_logged = on; "
 			 "SELECT set_config('regionfs.origin', '%s', false)",
 			 ps->durable ? "on" : "off", ps->busy_timeout_ms,
 			 ps->origin);

@@ -289,6 +289,53 @@ static void test_rename(void **state)
 	assert_int_equal(store_stat(f->st, "r", "c", 1, &m), 0);
 }
 
+/*
+ * Our writer logs its own changes in its statements, so the triggers do
+ * not run for it (schema 3: regionfs.self_logged): with kv_fill and
+ * kv_log made to fail, its put, rename and deletes still work, and log
+ * the rows kv_log would have (both names of a rename, our origin); an
+ * outside writer still goes through the triggers.
+ */
+static void test_writer_logs_itself(void **state)
+{
+	struct fixture *f = *state;
+	struct store_meta m;
+	PGresult *r;
+	int i;
+	static const char *const want[] = {"p", "p", "q", "q", "e", "e"};
+
+	sql_ok(f->out, "CREATE OR REPLACE FUNCTION regionfs.kv_fill() "
+		       "RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+		       "RAISE EXCEPTION 'kv_fill ran'; END $$");
+	sql_ok(f->out, "CREATE OR REPLACE FUNCTION regionfs.kv_log() "
+		       "RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+		       "RAISE EXCEPTION 'kv_log ran'; END $$");
+	assert_int_equal(store_put(f->st, "r", "p", 1, "P", 1, 0, &m), 0);
+	assert_int_equal(m.version, 1);
+	assert_int_equal(store_rename(f->st, "r", "p", 1, "q", 1, 0), 0);
+	assert_int_equal(store_delete(f->st, "r", "q", 1, 0), 0);
+	assert_int_equal(store_delete(f->st, "r", "q", 1, 0), -ENOENT);
+	assert_int_equal(store_put(f->st, "r", "e", 1, "", 0, 0, &m), 0);
+	assert_int_equal(store_delete_version(f->st, "r", "e", 1, m.version, 0),
+			 0);
+	r = PQexec(f->out, "SELECT region, convert_from(key, 'UTF8'), "
+			   "origin IS NOT NULL, ts_ms > 0 "
+			   "FROM regionfs.changes ORDER BY seq");
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	assert_int_equal(PQntuples(r), 6);
+	for (i = 0; i < 6; i++) {
+		assert_string_equal(PQgetvalue(r, i, 0), "r");
+		assert_string_equal(PQgetvalue(r, i, 1), want[i]);
+		assert_string_equal(PQgetvalue(r, i, 2), "t");
+		assert_string_equal(PQgetvalue(r, i, 3), "t");
+	}
+	PQclear(r);
+	r = PQexec(f->out, "INSERT INTO regionfs.kv(region, key, value) "
+			   "VALUES ('r', 'o', 'x')");
+	assert_int_equal(PQresultStatus(r), PGRES_FATAL_ERROR);
+	PQclear(r);
+}
+
 static void test_outside_writer_fills_meta(void **state)
 {
 	struct fixture *f = *state;
@@ -850,7 +897,8 @@ static void test_read_only_and_version(void **state)
 	sql_ok(f->out, "UPDATE regionfs.schema_version SET version = 1");
 }
 
-/* A database at schema version 1 (no mounts) is upgraded to 2. */
+/* A database at schema version 1 (no mounts) is upgraded to the current
+ * version. */
 static void test_upgrade_from_v1(void **state)
 {
 	struct fixture *f = *state;
@@ -864,7 +912,7 @@ static void test_upgrade_from_v1(void **state)
 	r = PQexec(f->out, "SELECT version, to_regclass('regionfs.mounts') "
 			   "IS NOT NULL FROM regionfs.schema_version");
 	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
-	assert_string_equal(PQgetvalue(r, 0, 0), "2");
+	assert_int_equal(atoi(PQgetvalue(r, 0, 0)), PG_SCHEMA_VERSION);
 	assert_string_equal(PQgetvalue(r, 0, 1), "t");
 	PQclear(r);
 }
@@ -1137,6 +1185,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_feed_outside_not_own,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_feed_late_lower_seq, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_writer_logs_itself, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_feed_stop_and_resume,
 						setup, teardown),
