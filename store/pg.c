@@ -121,12 +121,14 @@
 #include "pg_sql.h"
 #include "store_ops.h"
 
-#define PG_READERS	4    /* reader connections */
-#define PG_CURSORS	16   /* positions of the feed kept (the ring) */
-#define PG_ACKS		64   /* mounts whose acknowledgements are kept */
-#define DEFAULT_BUSY_MS 5000 /* store_options.busy_timeout_ms == 0 */
-#define BACKOFF_MIN_MS	50   /* first wait before connecting again */
-#define BACKOFF_MAX_MS	2000 /* longest wait */
+#define PG_READERS	4     /* reader connections */
+#define PG_CURSORS	16    /* positions of the feed kept (the ring) */
+#define PG_ACKS		64    /* mounts whose acknowledgements are kept */
+#define DEFAULT_BUSY_MS 5000  /* store_options.busy_timeout_ms == 0 */
+#define BACKOFF_MIN_MS	50    /* first wait before connecting again */
+#define BACKOFF_MAX_MS	2000  /* longest wait */
+#define PG_HINTS_MAX	4000  /* a doorbell's hints, at most (payload < 8000) */
+#define PG_HINTS_HELD	65536 /* hints heard and not yet applied, at most */
 
 enum op_kind { OP_PUT, OP_DELETE, OP_RENAME, OP_SYNC, OP_PRUNE };
 
@@ -227,6 +229,11 @@ struct pg_store {
 	uint64_t bell_flight;  /* L: bell_lock; covered by the bell in
 				  * flight on b (0: none) */
 	bool bell_stop;	       /* L: bell_lock */
+	/* the names the commits not yet rung changed: the next bell's hints
+	 * (" REGIONHEX:KEYHEX" each); none if they did not all fit */
+	char hints[PG_HINTS_MAX + 1]; /* L: bell_lock */
+	size_t hints_len;	      /* L: bell_lock */
+	bool hints_over;	      /* L: bell_lock */
 
 	/* the feed */
 	pthread_mutex_t feed_lock;
@@ -236,6 +243,8 @@ struct pg_store {
 	uint64_t next_token;		     /* L: feed_lock */
 	unsigned cur_next;		     /* L: feed_lock; ring slot */
 	unsigned bells_pending; /* L: feed_lock; heard, not yet returned */
+	char *heard;		/* L: feed_lock; others' hints, not applied */
+	size_t heard_len, heard_cap; /* L: feed_lock */
 
 	/* leases and acknowledgements: see "Leases" above */
 	unsigned lease_ms, renew_ms; /* immutable */
@@ -1090,13 +1099,82 @@ static int writer_connect(struct pg_store *ps, int64_t deadline)
  * at most one bell's round trip after it, and back-to-back commits cost
  * one bell per round trip, not one each. A strict write does not wait
  * for the bell in flight: bell_hurry().
+ *
+ * Hints. A bell's payload is our origin, then the names its commits
+ * changed, " REGIONHEX:KEYHEX" each (hex: a payload is text in the
+ * server's encoding, and keys are any bytes), if they fit in
+ * PG_HINTS_MAX; else the origin alone. A mount that hears one
+ * invalidates those names at the start of its next pass, before the
+ * pass's query (hints_apply()), so its readers see the change a round
+ * trip to the server sooner; the pass then reads the log as always (the
+ * record: a hint is only an early invalidation, of names whose commit is
+ * done, since the bell leaves after it).
  */
 
-/* A commit that changed rows: ring for it. */
-static void bell_ask(struct pg_store *ps)
+static const char hexd[] = "0123456789abcdef";
+
+/* Appends " REGIONHEX:KEYHEX" to the next bell's hints. L: bell_lock */
+static void hint_add_locked(struct pg_store *ps, const char *region,
+			    const void *key, size_t klen)
 {
+	size_t rlen = strlen(region), i;
+	const unsigned char *k = key;
+	char *o;
+
+	if (ps->hints_over ||
+	    ps->hints_len + 2 + 2 * (rlen + klen) > PG_HINTS_MAX) {
+		ps->hints_over = true;
+		return;
+	}
+	o = ps->hints + ps->hints_len;
+	*o++ = ' ';
+	for (i = 0; i < rlen; i++) {
+		*o++ = hexd[(unsigned char)region[i] >> 4];
+		*o++ = hexd[(unsigned char)region[i] & 15];
+	}
+	*o++ = ':';
+	for (i = 0; i < klen; i++) {
+		*o++ = hexd[k[i] >> 4];
+		*o++ = hexd[k[i] & 15];
+	}
+	ps->hints_len = (size_t)(o - ps->hints);
+}
+
+/*
+ * The payload of the bell that leaves now (out: sizeof origin +
+ * PG_HINTS_MAX + 1), which takes the hints. L: bell_lock
+ */
+static void bell_payload_locked(struct pg_store *ps, char *out)
+{
+	size_t n = strlen(ps->origin);
+
+	memcpy(out, ps->origin, n);
+	if (!ps->hints_over) {
+		memcpy(out + n, ps->hints, ps->hints_len);
+		n += ps->hints_len;
+	}
+	out[n] = '\0';
+	ps->hints_len = 0;
+	ps->hints_over = false;
+}
+
+#define BELL_PAYLOAD_MAX                                                       \
+	(sizeof(((struct pg_store *)0)->origin) + PG_HINTS_MAX + 1)
+
+/* A commit of batch that changed rows: ring for it, naming them. */
+static void bell_ask(struct pg_store *ps, const struct op *batch)
+{
+	const struct op *op;
+
 	pthread_mutex_lock(&ps->bell_lock);
 	ps->bell_asked++;
+	for (op = batch; op; op = op->next) {
+		if (!op_changes_kv(op) || op->rc != 0)
+			continue;
+		hint_add_locked(ps, op->region, op->key, op->klen);
+		if (op->kind == OP_RENAME)
+			hint_add_locked(ps, op->region, op->key2, op->klen2);
+	}
 	if (!ps->bell_flight) /* else the thread looks when it returns */
 		pthread_cond_signal(&ps->bell_cond);
 	pthread_mutex_unlock(&ps->bell_lock);
@@ -1113,14 +1191,14 @@ static void bell_leaves_locked(struct pg_store *ps, uint64_t upto)
 }
 
 /*
- * Rings on pc (connected): PQ_BELL, a transaction of its own. False if
+ * Rings on pc (connected) with payload: PQ_BELL, a transaction of its own. False if
  * it failed (counted by the caller, never a write error); a lost
  * connection is dropped.
  */
-static bool bell_ring(struct pg_store *ps, struct pconn *pc)
+static bool bell_ring(struct pconn *pc, const char *payload)
 {
 	const struct pg_stmt *s = &pg_stmts[PQ_BELL];
-	const char *bv[1] = {ps->origin};
+	const char *bv[1] = {payload};
 	PGresult *r;
 	bool ok = true;
 
@@ -1150,7 +1228,7 @@ static bool bell_ring(struct pg_store *ps, struct pconn *pc)
  * was idle) is opened again and the bell rung once more (a bell twice is
  * harmless).
  */
-static bool bell_send(struct pg_store *ps)
+static bool bell_send(struct pg_store *ps, const char *payload)
 {
 	struct pconn *pc = &ps->b;
 	int tries;
@@ -1158,7 +1236,7 @@ static bool bell_send(struct pg_store *ps)
 	for (tries = 0; tries < 2; tries++) {
 		if (conn_ensure(ps, pc, CONN_READER, "doorbell"))
 			return false;
-		if (bell_ring(ps, pc))
+		if (bell_ring(pc, payload))
 			return true;
 		if (pc->c)
 			return false; /* failed, not the connection */
@@ -1170,6 +1248,7 @@ static bool bell_send(struct pg_store *ps)
 static void *bell_main(void *arg)
 {
 	struct pg_store *ps = arg;
+	char payload[BELL_PAYLOAD_MAX];
 	uint64_t upto;
 	bool ok;
 
@@ -1181,9 +1260,10 @@ static void *bell_main(void *arg)
 			break; /* stopping, every commit rung */
 		upto = ps->bell_asked;
 		bell_leaves_locked(ps, upto);
+		bell_payload_locked(ps, payload);
 		ps->bell_flight = upto;
 		pthread_mutex_unlock(&ps->bell_lock);
-		ok = bell_send(ps);
+		ok = bell_send(ps, payload);
 		pthread_mutex_lock(&ps->bell_lock);
 		ps->bell_flight = 0;
 		if (!ok)
@@ -1201,6 +1281,7 @@ static void *bell_main(void *arg)
  */
 static void bell_hurry(struct pg_store *ps)
 {
+	char payload[BELL_PAYLOAD_MAX];
 	uint64_t upto;
 	bool ok = false;
 	int slot;
@@ -1212,9 +1293,10 @@ static void bell_hurry(struct pg_store *ps)
 		return; /* rung, or the thread rings it now */
 	}
 	bell_leaves_locked(ps, upto);
+	bell_payload_locked(ps, payload);
 	pthread_mutex_unlock(&ps->bell_lock);
 	if (reader_get(ps, "doorbell", &slot) == 0) {
-		ok = bell_ring(ps, &ps->readers[slot]);
+		ok = bell_ring(&ps->readers[slot], payload);
 		reader_put(ps, slot);
 	}
 	if (!ok)
@@ -1613,7 +1695,7 @@ static void batch_run(struct pg_store *ps, struct op *batch)
 			batch_account(ps, batch, &bi, now_ns() - t0);
 			ps->unsynced = !(bi.durable || ps->durable);
 			if (bi.nchanges)
-				bell_ask(ps); /* before the callers wake */
+				bell_ask(ps, batch); /* before callers wake */
 			return;
 		}
 		err = pg_errno(ps->w.c, fr, &kind, &lost);
@@ -1943,6 +2025,39 @@ static void ack_heard(struct pg_store *ps, const char *payload)
 	pthread_mutex_unlock(&ps->ack_lock);
 }
 
+/* Is payload a bell of ours (our origin, alone or before hints)? */
+static bool bell_ours(const struct pg_store *ps, const char *payload)
+{
+	size_t n = strlen(ps->origin);
+
+	return !strncmp(payload, ps->origin, n) &&
+	       (payload[n] == '\0' || payload[n] == ' ');
+}
+
+/* Keeps the hints of another mount's bell for the next pass. L: feed_lock */
+static void hints_heard_locked(struct pg_store *ps, const char *payload)
+{
+	const char *h = strchr(payload, ' ');
+	size_t n = h ? strlen(h) : 0;
+
+	if (!n || ps->heard_len + n >= PG_HINTS_HELD)
+		return; /* none, or too many: the pass's log has them */
+	if (ps->heard_len + n + 1 > ps->heard_cap) {
+		size_t cap = ps->heard_cap ? ps->heard_cap : 1024;
+		char *b;
+
+		while (cap < ps->heard_len + n + 1)
+			cap *= 2;
+		b = realloc(ps->heard, cap);
+		if (!b)
+			return;
+		ps->heard = b;
+		ps->heard_cap = cap;
+	}
+	memcpy(ps->heard + ps->heard_len, h, n + 1);
+	ps->heard_len += n;
+}
+
 static int feed_drain_locked(struct pg_store *ps)
 {
 	PGnotify *n;
@@ -1961,8 +2076,9 @@ static int feed_drain_locked(struct pg_store *ps)
 		if (!strcmp(n->relname, PG_ACK_CHANNEL)) {
 			acks++;
 			ack_heard(ps, n->extra);
-		} else if (strcmp(n->extra, ps->origin) != 0) {
+		} else if (!bell_ours(ps, n->extra)) {
 			got++;
+			hints_heard_locked(ps, n->extra);
 		}
 		PQfreemem(n);
 	}
@@ -2542,9 +2658,62 @@ static void pass_call(struct feed_pass *fp, const char *region, const void *key,
 	fp->stop = fp->fn(fp->ctx, region, key, klen) != 0;
 }
 
+/* Hex digits to bytes: the length, or -1 if not hex or over max. */
+static ssize_t unhex(const char *h, size_t n, char *out, size_t max)
+{
+	size_t i;
+
+	if (n % 2 || n / 2 > max)
+		return -1;
+	for (i = 0; i < n; i += 2) {
+		const char *a = strchr(hexd, h[i]), *b = strchr(hexd, h[i + 1]);
+
+		if (!h[i] || !h[i + 1] || !a || !b)
+			return -1;
+		out[i / 2] = (char)((a - hexd) << 4 | (b - hexd));
+	}
+	return (ssize_t)(n / 2);
+}
+
+/*
+ * The hints heard since the last pass (" REGIONHEX:KEYHEX" each, see
+ * "Hints"): each name invalidated through fp before the pass reads the
+ * log; an entry that is no region and file name is skipped.
+ */
+static void hints_apply(struct pg_store *ps, struct feed_pass *fp)
+{
+	char region[STORE_MAX_KEY + 1], key[STORE_MAX_KEY];
+	char *h, *p, *colon, *end;
+	ssize_t rl, kl;
+
+	pthread_mutex_lock(&ps->feed_lock);
+	h = ps->heard;
+	ps->heard = NULL;
+	ps->heard_len = ps->heard_cap = 0;
+	pthread_mutex_unlock(&ps->feed_lock);
+	for (p = h; p && *p == ' ' && !fp->stop; p = end) {
+		p++;
+		end = p + strcspn(p, " ");
+		colon = memchr(p, ':', (size_t)(end - p));
+		if (!colon)
+			continue;
+		rl = unhex(p, (size_t)(colon - p), region, STORE_MAX_KEY);
+		kl = unhex(colon + 1, (size_t)(end - colon - 1), key,
+			   sizeof(key));
+		if (rl <= 0 || kl <= 0 || memchr(region, '\0', (size_t)rl) ||
+		    check_key(key, (size_t)kl))
+			continue;
+		region[rl] = '\0';
+		fp->calls++;
+		fp->stop = fp->fn(fp->ctx, region, key, (size_t)kl) != 0;
+	}
+	free(h);
+}
+
 /*
  * The pass from *from to *to (a fresh snapshot if the position has no
- * pass in progress), paged; ends with the new position's token.
+ * pass in progress), paged; ends with the new position's token. Hints
+ * heard first (hints_apply()).
  */
 static int pg_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
 		      void *ctx)
@@ -2561,6 +2730,7 @@ static int pg_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
 
 	if (!fn)
 		return -EINVAL;
+	hints_apply(ps, &fp);
 	pthread_mutex_lock(&ps->feed_lock);
 	c = cur_find_locked(ps, *cursor);
 	if (c) {
@@ -2827,6 +2997,7 @@ static void pg_close(struct store *st)
 	}
 	for (i = 0; (unsigned)i < ps->nacks; i++)
 		free(ps->acks[i].snap);
+	free(ps->heard);
 	free(ps->conninfo);
 	free(ps);
 }

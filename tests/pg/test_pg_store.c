@@ -569,12 +569,56 @@ static void test_two_stores_doorbell(void **state)
 	assert_true(fd >= 0);
 	/* the doorbell was rung before put returned; wait for it to land */
 	drain_until_heard(b);
-	assert_int_equal(store_changes(b, &cur, collect, &s), 1);
+	/* the doorbell's hint, then the log's row */
+	assert_int_equal(store_changes(b, &cur, collect, &s), 2);
 	assert_string_equal(s.keys[0], "r/x");
+	assert_string_equal(s.keys[1], "r/x");
 	store_stats(f->st, &sa);
 	store_stats(b, &sb);
 	assert_true(sa.doorbells_sent >= 1);
 	assert_true(sb.doorbells_received >= 1);
+	store_close(b);
+}
+
+/*
+ * A doorbell names what its commits changed (hints): the other store
+ * invalidates those names at the start of its next pass, before and
+ * without the log (deleted here, so only the hints can name them). Any
+ * bytes of a key; a rename's both names; entries that are no region and
+ * file name are skipped; an outside client's empty payload names nothing.
+ */
+static void test_doorbell_hints(void **state)
+{
+	struct fixture *f = *state;
+	static const char odd[] = "a b\x01\xff:";
+	struct store *b;
+	struct seen s = {0};
+	uint64_t cur;
+
+	assert_int_equal(store_open(conninfo, NULL, &b), 0);
+	assert_int_equal(store_changes_head(b, &cur), 0);
+	assert_int_equal(
+		store_put(f->st, "r 1", odd, strlen(odd), "1", 1, 0, NULL), 0);
+	drain_until_heard(b);
+	sql_ok(f->out, "DELETE FROM regionfs.changes");
+	assert_int_equal(store_changes(b, &cur, collect, &s), 1);
+	assert_true(seen_key(&s, "r 1/a b\x01\xff:"));
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(
+		store_rename(f->st, "r 1", odd, strlen(odd), "c", 1, 0), 0);
+	drain_until_heard(b);
+	sql_ok(f->out, "DELETE FROM regionfs.changes");
+	assert_int_equal(store_changes(b, &cur, collect, &s), 2);
+	assert_true(seen_key(&s, "r 1/a b\x01\xff:"));
+	assert_true(seen_key(&s, "r 1/c"));
+	/* forged: not hex, a '/' key, an empty key, an odd length; then r/A */
+	memset(&s, 0, sizeof(s));
+	sql_ok(f->out, "SELECT pg_notify('regionfs', "
+		       "'someone zz:41 72:2f 72: 72:4 72:41')");
+	sql_ok(f->out, "SELECT pg_notify('regionfs', '')");
+	drain_until_heard(b);
+	assert_int_equal(store_changes(b, &cur, collect, &s), 1);
+	assert_string_equal(s.keys[0], "r/A");
 	store_close(b);
 }
 
@@ -1195,6 +1239,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_replay_plan, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_two_stores_doorbell, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_doorbell_hints, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_group_commit, setup,
 						teardown),
