@@ -223,12 +223,17 @@ struct pg_store {
 	struct pconn b; /* the bell thread's alone */
 	pthread_mutex_t bell_lock;
 	pthread_cond_t bell_cond;
-	uint64_t bell_asked;   /* L: bell_lock; commits that want a bell */
-	uint64_t bell_covered; /* L: bell_lock; asked when the last bell was
+	uint64_t bell_asked;	/* L: bell_lock; commits that want a bell */
+	uint64_t bell_covered;	/* L: bell_lock; asked when the last bell was
 				  * sent: commits up to it are rung */
-	uint64_t bell_flight;  /* L: bell_lock; covered by the bell in
+	uint64_t bell_flight;	/* L: bell_lock; covered by the bell in
 				  * flight on b (0: none) */
-	bool bell_stop;	       /* L: bell_lock */
+	bool bell_stop;		/* L: bell_lock */
+	bool bell_nobody;	/* L: bell_lock; no other mount listened at
+				* the last look ("Nobody listening") */
+	bool bell_skipped;	/* L: bell_lock; commits covered without a
+				* bell since the last bell */
+	int64_t bell_looked_ns; /* the bell thread's; its last look */
 	/* the names the commits not yet rung changed: the next bell's hints
 	 * (" REGIONHEX:KEYHEX" each); none if they did not all fit */
 	char hints[PG_HINTS_MAX + 1]; /* L: bell_lock */
@@ -237,8 +242,9 @@ struct pg_store {
 
 	/* the feed */
 	pthread_mutex_t feed_lock;
-	struct pconn f;			     /* L: feed_lock */
-	bool listening;			     /* L: feed_lock */
+	struct pconn f;	 /* L: feed_lock */
+	bool listening;	 /* L: feed_lock */
+	bool registered; /* L: feed_lock; our mounts row was written */
 	struct cursor_state cur[PG_CURSORS]; /* L: feed_lock */
 	uint64_t next_token;		     /* L: feed_lock */
 	unsigned cur_next;		     /* L: feed_lock; ring slot */
@@ -265,7 +271,7 @@ struct pg_store {
 
 	atomic_uint_fast64_t errs[STORE_ERR_NKINDS];
 	atomic_uint_fast64_t bells_sent, bells_failed, bells_received,
-		bells_coalesced;
+		bells_coalesced, bells_unheard;
 	atomic_uint_fast64_t passes, reconnects, queue_ppm;
 	atomic_uint_fast64_t renewals, lapses, acks_waited, ack_wait_ns,
 		ack_wait_max_ns, acks_timed_out;
@@ -531,6 +537,26 @@ static int conn_errno(const char *msg, enum store_err_kind *kind)
 	return -EIO;
 }
 
+/*
+ * A new feed connection listens: our mounts row says so (PQ_HELLO), so
+ * that writers elsewhere ring for us ("Nobody listening"). A failure (a
+ * role without rights on mounts) only leaves them to ring when they find
+ * a lease of ours.
+ */
+static void feed_hello(struct pg_store *ps, PGconn *c)
+{
+	char pid[24];
+	const char *vals[3] = {ps->origin, ps->host, pid};
+	PGresult *r;
+
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	r = PQexecParams(c, pg_stmts[PQ_HELLO].sql, 3, NULL, vals, NULL, NULL,
+			 0);
+	if (r && PQresultStatus(r) == PGRES_COMMAND_OK)
+		ps->registered = true;
+	PQclear(r);
+}
+
 /* Per-kind session settings of a new connection. */
 static int conn_setup(struct pg_store *ps, PGconn *c, enum conn_kind kind,
 		      PGresult **err)
@@ -563,11 +589,14 @@ static int conn_setup(struct pg_store *ps, PGconn *c, enum conn_kind kind,
 		 * written as a range (pg_sql.h, PQ_FIRST) so that the generic
 		 * plan scans the xid index rather than the whole log.
 		 */
-		return exec_cmd(c,
-				"SET plan_cache_mode = force_generic_plan; "
-				"SET synchronous_commit = off; "
-				"LISTEN " PG_CHANNEL "; LISTEN " PG_ACK_CHANNEL,
-				err);
+		if (exec_cmd(c,
+			     "SET plan_cache_mode = force_generic_plan; "
+			     "SET synchronous_commit = off; "
+			     "LISTEN " PG_CHANNEL "; LISTEN " PG_ACK_CHANNEL,
+			     err))
+			return -EIO;
+		feed_hello(ps, c);
+		return 0;
 	case CONN_READER:
 		break;
 	}
@@ -1244,13 +1273,56 @@ static bool bell_send(struct pg_store *ps, const char *payload)
 	return false;
 }
 
+/*
+ * Nobody listening. A bell costs a transaction on the server and a round
+ * trip on the bell thread's connection, as much CPU as the write itself
+ * (bench_pg writes, 1 writer: 50-70 us of the server's and 30-50 us of
+ * ours per write); a mount alone on its database rings for nobody. So
+ * the bell thread looks whether another mount listens (PQ_OTHERS: a row
+ * in regionfs.mounts renewed or registered within 60 s; a feed
+ * connection registers when it starts to LISTEN, feed_hello()), at most
+ * every BELL_LOOK_MS while commits ask, after the bell when there is
+ * someone (the look is off the bell's path) and before deciding when
+ * there was nobody. While nobody listens, commits are covered without a
+ * bell (store_doorbells_unheard). A mount that starts meanwhile is rung
+ * for within BELL_LOOK_MS, and replays every 250 ms anyway (the bound
+ * of a lost bell); a strict write that finds a mount to wait for rings
+ * at once (bell_hurry()).
+ */
+#define BELL_LOOK_MS 100
+
+/* Does another mount listen? Yes when we cannot tell. */
+static bool bell_look(struct pg_store *ps)
+{
+	const struct pg_stmt *s = &pg_stmts[PQ_OTHERS];
+	const char *vals[1] = {ps->origin};
+	struct pconn *pc = &ps->b;
+	PGresult *r;
+	bool others = true;
+
+	if (conn_ensure(ps, pc, CONN_READER, "doorbell"))
+		return true;
+	if (!(pc->prepared & (1u << PQ_OTHERS))) {
+		r = PQprepare(pc->c, s->name, s->sql, s->nparams, NULL);
+		if (r && PQresultStatus(r) == PGRES_COMMAND_OK)
+			pc->prepared |= 1u << PQ_OTHERS;
+		PQclear(r);
+	}
+	r = PQexecPrepared(pc->c, s->name, 1, vals, NULL, NULL, 0);
+	if (r && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+		others = PQgetvalue(r, 0, 0)[0] == 't';
+	PQclear(r);
+	ps->bell_looked_ns = now_ns();
+	return others;
+}
+
 /* Rings while commits ask; at close, once more for those not rung. */
 static void *bell_main(void *arg)
 {
 	struct pg_store *ps = arg;
 	char payload[BELL_PAYLOAD_MAX];
 	uint64_t upto;
-	bool ok;
+	bool ok, stale, others = true;
 
 	pthread_mutex_lock(&ps->bell_lock);
 	for (;;) {
@@ -1258,14 +1330,37 @@ static void *bell_main(void *arg)
 			pthread_cond_wait(&ps->bell_cond, &ps->bell_lock);
 		if (ps->bell_asked == ps->bell_covered)
 			break; /* stopping, every commit rung */
+		stale = now_ns() - ps->bell_looked_ns >
+			(int64_t)BELL_LOOK_MS * 1000000;
+		if (ps->bell_nobody && stale) {
+			pthread_mutex_unlock(&ps->bell_lock);
+			others = bell_look(ps);
+			pthread_mutex_lock(&ps->bell_lock);
+			ps->bell_nobody = ps->bell_nobody && !others;
+			continue; /* decide with it */
+		}
 		upto = ps->bell_asked;
+		if (ps->bell_nobody) {
+			atomic_fetch_add_explicit(&ps->bells_unheard,
+						  upto - ps->bell_covered,
+						  memory_order_relaxed);
+			ps->bell_covered = upto;
+			ps->bell_skipped = true;
+			bell_payload_locked(ps, payload); /* drops the hints */
+			continue;
+		}
 		bell_leaves_locked(ps, upto);
 		bell_payload_locked(ps, payload);
 		ps->bell_flight = upto;
+		ps->bell_skipped = false;
 		pthread_mutex_unlock(&ps->bell_lock);
 		ok = bell_send(ps, payload);
+		if (stale)
+			others = bell_look(ps);
 		pthread_mutex_lock(&ps->bell_lock);
 		ps->bell_flight = 0;
+		if (stale)
+			ps->bell_nobody = !others;
 		if (!ok)
 			atomic_fetch_add_explicit(&ps->bells_failed, 1,
 						  memory_order_relaxed);
@@ -1277,9 +1372,11 @@ static void *bell_main(void *arg)
 /*
  * Before a strict write waits for acknowledgements: if commits wait for
  * a bell behind the one in flight (ours may be among them), they are
- * rung now, on a reader, rather than when that bell returns.
+ * rung now, on a reader, rather than when that bell returns. With
+ * others (the write found mounts to wait for): someone listens, so
+ * commits covered without a bell are rung now too, and the next are.
  */
-static void bell_hurry(struct pg_store *ps)
+static void bell_hurry(struct pg_store *ps, bool others)
 {
 	char payload[BELL_PAYLOAD_MAX];
 	uint64_t upto;
@@ -1288,12 +1385,22 @@ static void bell_hurry(struct pg_store *ps)
 
 	pthread_mutex_lock(&ps->bell_lock);
 	upto = ps->bell_asked;
+	if (others)
+		ps->bell_nobody = false;
+	if (others && ps->bell_skipped && upto == ps->bell_covered) {
+		atomic_fetch_add_explicit(&ps->bells_sent, 1,
+					  memory_order_relaxed);
+		ps->bell_skipped = false;
+		bell_payload_locked(ps, payload);
+		goto ring;
+	}
 	if (!ps->bell_flight || upto == ps->bell_covered) {
 		pthread_mutex_unlock(&ps->bell_lock);
 		return; /* rung, or the thread rings it now */
 	}
 	bell_leaves_locked(ps, upto);
 	bell_payload_locked(ps, payload);
+ring:
 	pthread_mutex_unlock(&ps->bell_lock);
 	if (reader_get(ps, "doorbell", &slot) == 0) {
 		ok = bell_ring(&ps->readers[slot], payload);
@@ -2487,12 +2594,12 @@ static int pg_wait_applied(struct store *st)
 	uint64_t xid = atomic_load(&ps->last_xid), seq, unknown, took, max;
 	int64_t t0 = now_ns(), cap, n = 0, left = 0, t;
 	char ids[PG_ACKS][40];
-	bool timed_out = false;
+	bool timed_out = false, hurried = false;
 	int err;
 
 	if (!xid)
 		return 0; /* we never committed anything */
-	bell_hurry(ps);
+	bell_hurry(ps, false);
 	/* a mount that renews acknowledges; one that does not renews is
 	 * waited for until its lease_until, at most lease_ms away; a pass
 	 * and a renewal period on top (store.h) */
@@ -2512,6 +2619,9 @@ static int pg_wait_applied(struct store *st)
 		}
 		if (n == 0)
 			break;
+		if (!hurried) /* someone to wait for: rung for? */
+			bell_hurry(ps, true);
+		hurried = true;
 		if (t >= cap) {
 			timed_out = true;
 			break;
@@ -2859,6 +2969,8 @@ static void pg_stats(struct store *st, struct store_stats *out)
 		atomic_load_explicit(&ps->bells_failed, memory_order_relaxed);
 	out->doorbells_coalesced = atomic_load_explicit(&ps->bells_coalesced,
 							memory_order_relaxed);
+	out->doorbells_unheard =
+		atomic_load_explicit(&ps->bells_unheard, memory_order_relaxed);
 	out->doorbells_received =
 		atomic_load_explicit(&ps->bells_received, memory_order_relaxed);
 	out->feed_passes =
@@ -2967,7 +3079,8 @@ static void pg_close(struct store *st)
 		pthread_mutex_unlock(&ps->bell_lock);
 		pthread_join(ps->beller, NULL);
 	}
-	if (ps->lease_ever && ps->f.c && PQstatus(ps->f.c) == CONNECTION_OK) {
+	if ((ps->lease_ever || ps->registered) && ps->f.c &&
+	    PQstatus(ps->f.c) == CONNECTION_OK) {
 		/* others stop waiting for us at once */
 		const char *vals[1] = {ps->origin};
 

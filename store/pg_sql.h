@@ -204,12 +204,14 @@ enum {
 	PQ_XID,
 	PQ_XID_DURABLE,
 	PQ_BELL,
+	PQ_OTHERS,
 	/* the feed (LISTEN) connection */
 	PQ_SNAP,
 	PQ_FIRST,
 	PQ_PAGE,
 	PQ_LEASE,
 	PQ_ACK_BELL,
+	PQ_HELLO,
 	PQ_NSTMT
 };
 
@@ -346,6 +348,28 @@ static const struct pg_stmt pg_stmts[PQ_NSTMT] = {
 		     "SELECT pg_notify('" PG_CHANNEL "', $1), "
 		     "set_config('synchronous_commit', 'off', true)",
 		     1},
+	/*
+	 * Does another mount than $1 listen (pg.c, "Nobody listening")? A
+	 * mount's row is renewed every second or so while it runs, and
+	 * registered when its feed connection starts to LISTEN.
+	 */
+	[PQ_OTHERS] = {"rfs_others",
+		       "SELECT EXISTS (SELECT 1 FROM regionfs.mounts WHERE "
+		       "id <> $1 AND lease_until > clock_timestamp() - "
+		       "interval '60 seconds')",
+		       1},
+	/*
+	 * Registers mount $1 as listening, without a live lease (strict
+	 * writers wait only for live ones): a lapsed lease_until moves to
+	 * now, a live one stays.
+	 */
+	[PQ_HELLO] =
+		{"rfs_hello",
+		 "INSERT INTO regionfs.mounts AS m(id, host, pid, "
+		 "lease_until) VALUES ($1, $2, $3::integer, "
+		 "clock_timestamp()) ON CONFLICT (id) DO UPDATE SET "
+		 "lease_until = greatest(m.lease_until, clock_timestamp())",
+		 3},
 	/* a pass's target snapshot, the log's head, the NOTIFY queue */
 	[PQ_SNAP] = {"rfs_snap",
 		     "SELECT pg_current_snapshot()::text, "

@@ -622,6 +622,58 @@ static void test_doorbell_hints(void **state)
 	store_close(b);
 }
 
+/* Commits covered: rung, coalesced or unheard; waits for the bell thread. */
+static void wait_covered(struct store *st, struct store_stats *s)
+{
+	int i;
+
+	for (i = 0; i < 1000; i++) {
+		store_stats(st, s);
+		if (s->doorbells_sent + s->doorbells_coalesced +
+			    s->doorbells_unheard >=
+		    s->commits)
+			return;
+		usleep(10000);
+	}
+	fail_msg("commits not covered by doorbells");
+}
+
+/*
+ * A store alone on its database rings for nobody: after its first look
+ * (the first bell rings, then looks), commits are counted unheard. A
+ * store that starts to listen registers, and is rung for after the next
+ * look (at most 100 ms later): it hears a doorbell within a bounded
+ * number of writes 20 ms apart.
+ */
+static void test_doorbell_unheard(void **state)
+{
+	struct fixture *f = *state;
+	struct store_stats s;
+	struct store *b;
+	uint64_t cur;
+	int i, got = 0;
+
+	assert_int_equal(store_put(f->st, "r", "a", 1, "1", 1, 0, NULL), 0);
+	wait_covered(f->st, &s);
+	assert_int_equal(s.doorbells_sent, 1);
+	assert_int_equal(store_put(f->st, "r", "a", 1, "2", 1, 0, NULL), 0);
+	wait_covered(f->st, &s);
+	assert_int_equal(s.doorbells_sent, 1);
+	assert_int_equal(s.doorbells_unheard, 1);
+	assert_int_equal(store_open(conninfo, NULL, &b), 0);
+	assert_int_equal(store_changes_head(b, &cur), 0);
+	for (i = 0; i < 500 && got == 0; i++) {
+		assert_int_equal(store_put(f->st, "r", "a", 1, "3", 1, 0, NULL),
+				 0);
+		wait_covered(f->st, &s);
+		usleep(20000);
+		got = store_changes_drain(b);
+		assert_true(got >= 0);
+	}
+	assert_true(got > 0);
+	store_close(b);
+}
+
 struct writer_arg {
 	struct store *st;
 	int id;
@@ -702,6 +754,7 @@ static void test_doorbells_coalesce(void **state)
 	}
 	assert_int_equal(s.rows, 800);
 	assert_int_equal(s.doorbells_sent + s.doorbells_coalesced, s.commits);
+	assert_int_equal(s.doorbells_unheard, 0); /* b listens */
 	assert_true(s.doorbells_sent >= 1);
 	assert_int_equal(s.doorbells_failed, 0);
 	drain_until_heard(b);
@@ -1241,6 +1294,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_two_stores_doorbell, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_doorbell_hints, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_doorbell_unheard, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_group_commit, setup,
 						teardown),
