@@ -11,8 +11,9 @@
  * over our defaults, except target_session_attrs.
  *
  * Schema (pg_sql.h, doc/schema.md): schema regionfs holds kv (the rows),
- * changes (the change log, filled by triggers in the writer's own
- * transaction) and schema_version; store_open() creates or upgrades it
+ * changes (the change log, filled in the writer's own transaction: by
+ * triggers for outside clients, by our writer's statements themselves,
+ * which the triggers then skip) and schema_version; store_open() creates or upgrades it
  * under an advisory lock, so mounts starting together do not race.
  *
  * Connections. Reads run on a small pool of PG_READERS connections
@@ -120,12 +121,14 @@
 #include "pg_sql.h"
 #include "store_ops.h"
 
-#define PG_READERS	4    /* reader connections */
-#define PG_CURSORS	16   /* positions of the feed kept (the ring) */
-#define PG_ACKS		64   /* mounts whose acknowledgements are kept */
-#define DEFAULT_BUSY_MS 5000 /* store_options.busy_timeout_ms == 0 */
-#define BACKOFF_MIN_MS	50   /* first wait before connecting again */
-#define BACKOFF_MAX_MS	2000 /* longest wait */
+#define PG_READERS	4     /* reader connections */
+#define PG_CURSORS	16    /* positions of the feed kept (the ring) */
+#define PG_ACKS		64    /* mounts whose acknowledgements are kept */
+#define DEFAULT_BUSY_MS 5000  /* store_options.busy_timeout_ms == 0 */
+#define BACKOFF_MIN_MS	50    /* first wait before connecting again */
+#define BACKOFF_MAX_MS	2000  /* longest wait */
+#define PG_HINTS_MAX	4000  /* a doorbell's hints, at most (payload < 8000) */
+#define PG_HINTS_HELD	65536 /* hints heard and not yet applied, at most */
 
 enum op_kind { OP_PUT, OP_DELETE, OP_RENAME, OP_SYNC, OP_PRUNE };
 
@@ -220,21 +223,34 @@ struct pg_store {
 	struct pconn b; /* the bell thread's alone */
 	pthread_mutex_t bell_lock;
 	pthread_cond_t bell_cond;
-	uint64_t bell_asked;   /* L: bell_lock; commits that want a bell */
-	uint64_t bell_covered; /* L: bell_lock; asked when the last bell was
+	uint64_t bell_asked;	/* L: bell_lock; commits that want a bell */
+	uint64_t bell_covered;	/* L: bell_lock; asked when the last bell was
 				  * sent: commits up to it are rung */
-	uint64_t bell_flight;  /* L: bell_lock; covered by the bell in
+	uint64_t bell_flight;	/* L: bell_lock; covered by the bell in
 				  * flight on b (0: none) */
-	bool bell_stop;	       /* L: bell_lock */
+	bool bell_stop;		/* L: bell_lock */
+	bool bell_nobody;	/* L: bell_lock; no other mount listened at
+				* the last look ("Nobody listening") */
+	bool bell_skipped;	/* L: bell_lock; commits covered without a
+				* bell since the last bell */
+	int64_t bell_looked_ns; /* the bell thread's; its last look */
+	/* the names the commits not yet rung changed: the next bell's hints
+	 * (" REGIONHEX:KEYHEX" each); none if they did not all fit */
+	char hints[PG_HINTS_MAX + 1]; /* L: bell_lock */
+	size_t hints_len;	      /* L: bell_lock */
+	bool hints_over;	      /* L: bell_lock */
 
 	/* the feed */
 	pthread_mutex_t feed_lock;
-	struct pconn f;			     /* L: feed_lock */
-	bool listening;			     /* L: feed_lock */
+	struct pconn f;	 /* L: feed_lock */
+	bool listening;	 /* L: feed_lock */
+	bool registered; /* L: feed_lock; our mounts row was written */
 	struct cursor_state cur[PG_CURSORS]; /* L: feed_lock */
 	uint64_t next_token;		     /* L: feed_lock */
 	unsigned cur_next;		     /* L: feed_lock; ring slot */
 	unsigned bells_pending; /* L: feed_lock; heard, not yet returned */
+	char *heard;		/* L: feed_lock; others' hints, not applied */
+	size_t heard_len, heard_cap; /* L: feed_lock */
 
 	/* leases and acknowledgements: see "Leases" above */
 	unsigned lease_ms, renew_ms; /* immutable */
@@ -255,7 +271,7 @@ struct pg_store {
 
 	atomic_uint_fast64_t errs[STORE_ERR_NKINDS];
 	atomic_uint_fast64_t bells_sent, bells_failed, bells_received,
-		bells_coalesced;
+		bells_coalesced, bells_unheard;
 	atomic_uint_fast64_t passes, reconnects, queue_ppm;
 	atomic_uint_fast64_t renewals, lapses, acks_waited, ack_wait_ns,
 		ack_wait_max_ns, acks_timed_out;
@@ -521,6 +537,26 @@ static int conn_errno(const char *msg, enum store_err_kind *kind)
 	return -EIO;
 }
 
+/*
+ * A new feed connection listens: our mounts row says so (PQ_HELLO), so
+ * that writers elsewhere ring for us ("Nobody listening"). A failure (a
+ * role without rights on mounts) only leaves them to ring when they find
+ * a lease of ours.
+ */
+static void feed_hello(struct pg_store *ps, PGconn *c)
+{
+	char pid[24];
+	const char *vals[3] = {ps->origin, ps->host, pid};
+	PGresult *r;
+
+	snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	r = PQexecParams(c, pg_stmts[PQ_HELLO].sql, 3, NULL, vals, NULL, NULL,
+			 0);
+	if (r && PQresultStatus(r) == PGRES_COMMAND_OK)
+		ps->registered = true;
+	PQclear(r);
+}
+
 /* Per-kind session settings of a new connection. */
 static int conn_setup(struct pg_store *ps, PGconn *c, enum conn_kind kind,
 		      PGresult **err)
@@ -540,6 +576,7 @@ static int conn_setup(struct pg_store *ps, PGconn *c, enum conn_kind kind,
 		snprintf(sql, sizeof(sql),
 			 "SET synchronous_commit = %s; "
 			 "SET lock_timeout = %u; "
+			 "SET regionfs.self_logged = on; "
 			 "SELECT set_config('regionfs.origin', '%s', false)",
 			 ps->durable ? "on" : "off", ps->busy_timeout_ms,
 			 ps->origin);
@@ -552,11 +589,14 @@ static int conn_setup(struct pg_store *ps, PGconn *c, enum conn_kind kind,
 		 * written as a range (pg_sql.h, PQ_FIRST) so that the generic
 		 * plan scans the xid index rather than the whole log.
 		 */
-		return exec_cmd(c,
-				"SET plan_cache_mode = force_generic_plan; "
-				"SET synchronous_commit = off; "
-				"LISTEN " PG_CHANNEL "; LISTEN " PG_ACK_CHANNEL,
-				err);
+		if (exec_cmd(c,
+			     "SET plan_cache_mode = force_generic_plan; "
+			     "SET synchronous_commit = off; "
+			     "LISTEN " PG_CHANNEL "; LISTEN " PG_ACK_CHANNEL,
+			     err))
+			return -EIO;
+		feed_hello(ps, c);
+		return 0;
 	case CONN_READER:
 		break;
 	}
@@ -1088,13 +1128,82 @@ static int writer_connect(struct pg_store *ps, int64_t deadline)
  * at most one bell's round trip after it, and back-to-back commits cost
  * one bell per round trip, not one each. A strict write does not wait
  * for the bell in flight: bell_hurry().
+ *
+ * Hints. A bell's payload is our origin, then the names its commits
+ * changed, " REGIONHEX:KEYHEX" each (hex: a payload is text in the
+ * server's encoding, and keys are any bytes), if they fit in
+ * PG_HINTS_MAX; else the origin alone. A mount that hears one
+ * invalidates those names at the start of its next pass, before the
+ * pass's query (hints_apply()), so its readers see the change a round
+ * trip to the server sooner; the pass then reads the log as always (the
+ * record: a hint is only an early invalidation, of names whose commit is
+ * done, since the bell leaves after it).
  */
 
-/* A commit that changed rows: ring for it. */
-static void bell_ask(struct pg_store *ps)
+static const char hexd[] = "0123456789abcdef";
+
+/* Appends " REGIONHEX:KEYHEX" to the next bell's hints. L: bell_lock */
+static void hint_add_locked(struct pg_store *ps, const char *region,
+			    const void *key, size_t klen)
 {
+	size_t rlen = strlen(region), i;
+	const unsigned char *k = key;
+	char *o;
+
+	if (ps->hints_over ||
+	    ps->hints_len + 2 + 2 * (rlen + klen) > PG_HINTS_MAX) {
+		ps->hints_over = true;
+		return;
+	}
+	o = ps->hints + ps->hints_len;
+	*o++ = ' ';
+	for (i = 0; i < rlen; i++) {
+		*o++ = hexd[(unsigned char)region[i] >> 4];
+		*o++ = hexd[(unsigned char)region[i] & 15];
+	}
+	*o++ = ':';
+	for (i = 0; i < klen; i++) {
+		*o++ = hexd[k[i] >> 4];
+		*o++ = hexd[k[i] & 15];
+	}
+	ps->hints_len = (size_t)(o - ps->hints);
+}
+
+/*
+ * The payload of the bell that leaves now (out: sizeof origin +
+ * PG_HINTS_MAX + 1), which takes the hints. L: bell_lock
+ */
+static void bell_payload_locked(struct pg_store *ps, char *out)
+{
+	size_t n = strlen(ps->origin);
+
+	memcpy(out, ps->origin, n);
+	if (!ps->hints_over) {
+		memcpy(out + n, ps->hints, ps->hints_len);
+		n += ps->hints_len;
+	}
+	out[n] = '\0';
+	ps->hints_len = 0;
+	ps->hints_over = false;
+}
+
+#define BELL_PAYLOAD_MAX                                                       \
+	(sizeof(((struct pg_store *)0)->origin) + PG_HINTS_MAX + 1)
+
+/* A commit of batch that changed rows: ring for it, naming them. */
+static void bell_ask(struct pg_store *ps, const struct op *batch)
+{
+	const struct op *op;
+
 	pthread_mutex_lock(&ps->bell_lock);
 	ps->bell_asked++;
+	for (op = batch; op; op = op->next) {
+		if (!op_changes_kv(op) || op->rc != 0)
+			continue;
+		hint_add_locked(ps, op->region, op->key, op->klen);
+		if (op->kind == OP_RENAME)
+			hint_add_locked(ps, op->region, op->key2, op->klen2);
+	}
 	if (!ps->bell_flight) /* else the thread looks when it returns */
 		pthread_cond_signal(&ps->bell_cond);
 	pthread_mutex_unlock(&ps->bell_lock);
@@ -1111,14 +1220,14 @@ static void bell_leaves_locked(struct pg_store *ps, uint64_t upto)
 }
 
 /*
- * Rings on pc (connected): PQ_BELL, a transaction of its own. False if
+ * Rings on pc (connected) with payload: PQ_BELL, a transaction of its own. False if
  * it failed (counted by the caller, never a write error); a lost
  * connection is dropped.
  */
-static bool bell_ring(struct pg_store *ps, struct pconn *pc)
+static bool bell_ring(struct pconn *pc, const char *payload)
 {
 	const struct pg_stmt *s = &pg_stmts[PQ_BELL];
-	const char *bv[1] = {ps->origin};
+	const char *bv[1] = {payload};
 	PGresult *r;
 	bool ok = true;
 
@@ -1148,7 +1257,7 @@ static bool bell_ring(struct pg_store *ps, struct pconn *pc)
  * was idle) is opened again and the bell rung once more (a bell twice is
  * harmless).
  */
-static bool bell_send(struct pg_store *ps)
+static bool bell_send(struct pg_store *ps, const char *payload)
 {
 	struct pconn *pc = &ps->b;
 	int tries;
@@ -1156,7 +1265,7 @@ static bool bell_send(struct pg_store *ps)
 	for (tries = 0; tries < 2; tries++) {
 		if (conn_ensure(ps, pc, CONN_READER, "doorbell"))
 			return false;
-		if (bell_ring(ps, pc))
+		if (bell_ring(pc, payload))
 			return true;
 		if (pc->c)
 			return false; /* failed, not the connection */
@@ -1164,12 +1273,56 @@ static bool bell_send(struct pg_store *ps)
 	return false;
 }
 
+/*
+ * Nobody listening. A bell costs a transaction on the server and a round
+ * trip on the bell thread's connection, as much CPU as the write itself
+ * (bench_pg writes, 1 writer: 50-70 us of the server's and 30-50 us of
+ * ours per write); a mount alone on its database rings for nobody. So
+ * the bell thread looks whether another mount listens (PQ_OTHERS: a row
+ * in regionfs.mounts renewed or registered within 60 s; a feed
+ * connection registers when it starts to LISTEN, feed_hello()), at most
+ * every BELL_LOOK_MS while commits ask, after the bell when there is
+ * someone (the look is off the bell's path) and before deciding when
+ * there was nobody. While nobody listens, commits are covered without a
+ * bell (store_doorbells_unheard). A mount that starts meanwhile is rung
+ * for within BELL_LOOK_MS, and replays every 250 ms anyway (the bound
+ * of a lost bell); a strict write that finds a mount to wait for rings
+ * at once (bell_hurry()).
+ */
+#define BELL_LOOK_MS 100
+
+/* Does another mount listen? Yes when we cannot tell. */
+static bool bell_look(struct pg_store *ps)
+{
+	const struct pg_stmt *s = &pg_stmts[PQ_OTHERS];
+	const char *vals[1] = {ps->origin};
+	struct pconn *pc = &ps->b;
+	PGresult *r;
+	bool others = true;
+
+	if (conn_ensure(ps, pc, CONN_READER, "doorbell"))
+		return true;
+	if (!(pc->prepared & (1u << PQ_OTHERS))) {
+		r = PQprepare(pc->c, s->name, s->sql, s->nparams, NULL);
+		if (r && PQresultStatus(r) == PGRES_COMMAND_OK)
+			pc->prepared |= 1u << PQ_OTHERS;
+		PQclear(r);
+	}
+	r = PQexecPrepared(pc->c, s->name, 1, vals, NULL, NULL, 0);
+	if (r && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+		others = PQgetvalue(r, 0, 0)[0] == 't';
+	PQclear(r);
+	ps->bell_looked_ns = now_ns();
+	return others;
+}
+
 /* Rings while commits ask; at close, once more for those not rung. */
 static void *bell_main(void *arg)
 {
 	struct pg_store *ps = arg;
+	char payload[BELL_PAYLOAD_MAX];
 	uint64_t upto;
-	bool ok;
+	bool ok, stale, others = true;
 
 	pthread_mutex_lock(&ps->bell_lock);
 	for (;;) {
@@ -1177,13 +1330,37 @@ static void *bell_main(void *arg)
 			pthread_cond_wait(&ps->bell_cond, &ps->bell_lock);
 		if (ps->bell_asked == ps->bell_covered)
 			break; /* stopping, every commit rung */
+		stale = now_ns() - ps->bell_looked_ns >
+			(int64_t)BELL_LOOK_MS * 1000000;
+		if (ps->bell_nobody && stale) {
+			pthread_mutex_unlock(&ps->bell_lock);
+			others = bell_look(ps);
+			pthread_mutex_lock(&ps->bell_lock);
+			ps->bell_nobody = ps->bell_nobody && !others;
+			continue; /* decide with it */
+		}
 		upto = ps->bell_asked;
+		if (ps->bell_nobody) {
+			atomic_fetch_add_explicit(&ps->bells_unheard,
+						  upto - ps->bell_covered,
+						  memory_order_relaxed);
+			ps->bell_covered = upto;
+			ps->bell_skipped = true;
+			bell_payload_locked(ps, payload); /* drops the hints */
+			continue;
+		}
 		bell_leaves_locked(ps, upto);
+		bell_payload_locked(ps, payload);
 		ps->bell_flight = upto;
+		ps->bell_skipped = false;
 		pthread_mutex_unlock(&ps->bell_lock);
-		ok = bell_send(ps);
+		ok = bell_send(ps, payload);
+		if (stale)
+			others = bell_look(ps);
 		pthread_mutex_lock(&ps->bell_lock);
 		ps->bell_flight = 0;
+		if (stale)
+			ps->bell_nobody = !others;
 		if (!ok)
 			atomic_fetch_add_explicit(&ps->bells_failed, 1,
 						  memory_order_relaxed);
@@ -1195,24 +1372,38 @@ static void *bell_main(void *arg)
 /*
  * Before a strict write waits for acknowledgements: if commits wait for
  * a bell behind the one in flight (ours may be among them), they are
- * rung now, on a reader, rather than when that bell returns.
+ * rung now, on a reader, rather than when that bell returns. With
+ * others (the write found mounts to wait for): someone listens, so
+ * commits covered without a bell are rung now too, and the next are.
  */
-static void bell_hurry(struct pg_store *ps)
+static void bell_hurry(struct pg_store *ps, bool others)
 {
+	char payload[BELL_PAYLOAD_MAX];
 	uint64_t upto;
 	bool ok = false;
 	int slot;
 
 	pthread_mutex_lock(&ps->bell_lock);
 	upto = ps->bell_asked;
+	if (others)
+		ps->bell_nobody = false;
+	if (others && ps->bell_skipped && upto == ps->bell_covered) {
+		atomic_fetch_add_explicit(&ps->bells_sent, 1,
+					  memory_order_relaxed);
+		ps->bell_skipped = false;
+		bell_payload_locked(ps, payload);
+		goto ring;
+	}
 	if (!ps->bell_flight || upto == ps->bell_covered) {
 		pthread_mutex_unlock(&ps->bell_lock);
 		return; /* rung, or the thread rings it now */
 	}
 	bell_leaves_locked(ps, upto);
+	bell_payload_locked(ps, payload);
+ring:
 	pthread_mutex_unlock(&ps->bell_lock);
 	if (reader_get(ps, "doorbell", &slot) == 0) {
-		ok = bell_ring(ps, &ps->readers[slot]);
+		ok = bell_ring(&ps->readers[slot], payload);
 		reader_put(ps, slot);
 	}
 	if (!ok)
@@ -1611,7 +1802,7 @@ static void batch_run(struct pg_store *ps, struct op *batch)
 			batch_account(ps, batch, &bi, now_ns() - t0);
 			ps->unsynced = !(bi.durable || ps->durable);
 			if (bi.nchanges)
-				bell_ask(ps); /* before the callers wake */
+				bell_ask(ps, batch); /* before callers wake */
 			return;
 		}
 		err = pg_errno(ps->w.c, fr, &kind, &lost);
@@ -1941,6 +2132,39 @@ static void ack_heard(struct pg_store *ps, const char *payload)
 	pthread_mutex_unlock(&ps->ack_lock);
 }
 
+/* Is payload a bell of ours (our origin, alone or before hints)? */
+static bool bell_ours(const struct pg_store *ps, const char *payload)
+{
+	size_t n = strlen(ps->origin);
+
+	return !strncmp(payload, ps->origin, n) &&
+	       (payload[n] == '\0' || payload[n] == ' ');
+}
+
+/* Keeps the hints of another mount's bell for the next pass. L: feed_lock */
+static void hints_heard_locked(struct pg_store *ps, const char *payload)
+{
+	const char *h = strchr(payload, ' ');
+	size_t n = h ? strlen(h) : 0;
+
+	if (!n || ps->heard_len + n >= PG_HINTS_HELD)
+		return; /* none, or too many: the pass's log has them */
+	if (ps->heard_len + n + 1 > ps->heard_cap) {
+		size_t cap = ps->heard_cap ? ps->heard_cap : 1024;
+		char *b;
+
+		while (cap < ps->heard_len + n + 1)
+			cap *= 2;
+		b = realloc(ps->heard, cap);
+		if (!b)
+			return;
+		ps->heard = b;
+		ps->heard_cap = cap;
+	}
+	memcpy(ps->heard + ps->heard_len, h, n + 1);
+	ps->heard_len += n;
+}
+
 static int feed_drain_locked(struct pg_store *ps)
 {
 	PGnotify *n;
@@ -1959,8 +2183,9 @@ static int feed_drain_locked(struct pg_store *ps)
 		if (!strcmp(n->relname, PG_ACK_CHANNEL)) {
 			acks++;
 			ack_heard(ps, n->extra);
-		} else if (strcmp(n->extra, ps->origin) != 0) {
+		} else if (!bell_ours(ps, n->extra)) {
 			got++;
+			hints_heard_locked(ps, n->extra);
 		}
 		PQfreemem(n);
 	}
@@ -2369,12 +2594,12 @@ static int pg_wait_applied(struct store *st)
 	uint64_t xid = atomic_load(&ps->last_xid), seq, unknown, took, max;
 	int64_t t0 = now_ns(), cap, n = 0, left = 0, t;
 	char ids[PG_ACKS][40];
-	bool timed_out = false;
+	bool timed_out = false, hurried = false;
 	int err;
 
 	if (!xid)
 		return 0; /* we never committed anything */
-	bell_hurry(ps);
+	bell_hurry(ps, false);
 	/* a mount that renews acknowledges; one that does not renews is
 	 * waited for until its lease_until, at most lease_ms away; a pass
 	 * and a renewal period on top (store.h) */
@@ -2394,6 +2619,9 @@ static int pg_wait_applied(struct store *st)
 		}
 		if (n == 0)
 			break;
+		if (!hurried) /* someone to wait for: rung for? */
+			bell_hurry(ps, true);
+		hurried = true;
 		if (t >= cap) {
 			timed_out = true;
 			break;
@@ -2540,9 +2768,62 @@ static void pass_call(struct feed_pass *fp, const char *region, const void *key,
 	fp->stop = fp->fn(fp->ctx, region, key, klen) != 0;
 }
 
+/* Hex digits to bytes: the length, or -1 if not hex or over max. */
+static ssize_t unhex(const char *h, size_t n, char *out, size_t max)
+{
+	size_t i;
+
+	if (n % 2 || n / 2 > max)
+		return -1;
+	for (i = 0; i < n; i += 2) {
+		const char *a = strchr(hexd, h[i]), *b = strchr(hexd, h[i + 1]);
+
+		if (!h[i] || !h[i + 1] || !a || !b)
+			return -1;
+		out[i / 2] = (char)((a - hexd) << 4 | (b - hexd));
+	}
+	return (ssize_t)(n / 2);
+}
+
+/*
+ * The hints heard since the last pass (" REGIONHEX:KEYHEX" each, see
+ * "Hints"): each name invalidated through fp before the pass reads the
+ * log; an entry that is no region and file name is skipped.
+ */
+static void hints_apply(struct pg_store *ps, struct feed_pass *fp)
+{
+	char region[STORE_MAX_KEY + 1], key[STORE_MAX_KEY];
+	char *h, *p, *colon, *end;
+	ssize_t rl, kl;
+
+	pthread_mutex_lock(&ps->feed_lock);
+	h = ps->heard;
+	ps->heard = NULL;
+	ps->heard_len = ps->heard_cap = 0;
+	pthread_mutex_unlock(&ps->feed_lock);
+	for (p = h; p && *p == ' ' && !fp->stop; p = end) {
+		p++;
+		end = p + strcspn(p, " ");
+		colon = memchr(p, ':', (size_t)(end - p));
+		if (!colon)
+			continue;
+		rl = unhex(p, (size_t)(colon - p), region, STORE_MAX_KEY);
+		kl = unhex(colon + 1, (size_t)(end - colon - 1), key,
+			   sizeof(key));
+		if (rl <= 0 || kl <= 0 || memchr(region, '\0', (size_t)rl) ||
+		    check_key(key, (size_t)kl))
+			continue;
+		region[rl] = '\0';
+		fp->calls++;
+		fp->stop = fp->fn(fp->ctx, region, key, (size_t)kl) != 0;
+	}
+	free(h);
+}
+
 /*
  * The pass from *from to *to (a fresh snapshot if the position has no
- * pass in progress), paged; ends with the new position's token.
+ * pass in progress), paged; ends with the new position's token. Hints
+ * heard first (hints_apply()).
  */
 static int pg_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
 		      void *ctx)
@@ -2559,6 +2840,7 @@ static int pg_changes(struct store *st, uint64_t *cursor, store_change_fn fn,
 
 	if (!fn)
 		return -EINVAL;
+	hints_apply(ps, &fp);
 	pthread_mutex_lock(&ps->feed_lock);
 	c = cur_find_locked(ps, *cursor);
 	if (c) {
@@ -2687,6 +2969,8 @@ static void pg_stats(struct store *st, struct store_stats *out)
 		atomic_load_explicit(&ps->bells_failed, memory_order_relaxed);
 	out->doorbells_coalesced = atomic_load_explicit(&ps->bells_coalesced,
 							memory_order_relaxed);
+	out->doorbells_unheard =
+		atomic_load_explicit(&ps->bells_unheard, memory_order_relaxed);
 	out->doorbells_received =
 		atomic_load_explicit(&ps->bells_received, memory_order_relaxed);
 	out->feed_passes =
@@ -2795,7 +3079,8 @@ static void pg_close(struct store *st)
 		pthread_mutex_unlock(&ps->bell_lock);
 		pthread_join(ps->beller, NULL);
 	}
-	if (ps->lease_ever && ps->f.c && PQstatus(ps->f.c) == CONNECTION_OK) {
+	if ((ps->lease_ever || ps->registered) && ps->f.c &&
+	    PQstatus(ps->f.c) == CONNECTION_OK) {
 		/* others stop waiting for us at once */
 		const char *vals[1] = {ps->origin};
 
@@ -2825,6 +3110,7 @@ static void pg_close(struct store *st)
 	}
 	for (i = 0; (unsigned)i < ps->nacks; i++)
 		free(ps->acks[i].snap);
+	free(ps->heard);
 	free(ps->conninfo);
 	free(ps);
 }

@@ -367,6 +367,9 @@ int store_wait_applied(struct store *st);
 	  "store_doorbells_coalesced",                                         \
 	  "regionfs_store_doorbells_coalesced_total",                          \
 	  "PostgreSQL: commits covered by a later commit's doorbell.")         \
+	X(STORE_COUNTER, doorbells_unheard, STORE_UNIT_COUNT,                  \
+	  "store_doorbells_unheard", "regionfs_store_doorbells_unheard_total", \
+	  "PostgreSQL: commits not rung for: no other mount listened.")        \
 	X(STORE_COUNTER, doorbells_received, STORE_UNIT_COUNT,                 \
 	  "store_doorbells_received",                                          \
 	  "regionfs_store_doorbells_received_total",                           \

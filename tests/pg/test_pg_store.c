@@ -289,6 +289,53 @@ static void test_rename(void **state)
 	assert_int_equal(store_stat(f->st, "r", "c", 1, &m), 0);
 }
 
+/*
+ * Our writer logs its own changes in its statements, so the triggers do
+ * not run for it (schema 3: regionfs.self_logged): with kv_fill and
+ * kv_log made to fail, its put, rename and deletes still work, and log
+ * the rows kv_log would have (both names of a rename, our origin); an
+ * outside writer still goes through the triggers.
+ */
+static void test_writer_logs_itself(void **state)
+{
+	struct fixture *f = *state;
+	struct store_meta m;
+	PGresult *r;
+	int i;
+	static const char *const want[] = {"p", "p", "q", "q", "e", "e"};
+
+	sql_ok(f->out, "CREATE OR REPLACE FUNCTION regionfs.kv_fill() "
+		       "RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+		       "RAISE EXCEPTION 'kv_fill ran'; END $$");
+	sql_ok(f->out, "CREATE OR REPLACE FUNCTION regionfs.kv_log() "
+		       "RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+		       "RAISE EXCEPTION 'kv_log ran'; END $$");
+	assert_int_equal(store_put(f->st, "r", "p", 1, "P", 1, 0, &m), 0);
+	assert_int_equal(m.version, 1);
+	assert_int_equal(store_rename(f->st, "r", "p", 1, "q", 1, 0), 0);
+	assert_int_equal(store_delete(f->st, "r", "q", 1, 0), 0);
+	assert_int_equal(store_delete(f->st, "r", "q", 1, 0), -ENOENT);
+	assert_int_equal(store_put(f->st, "r", "e", 1, "", 0, 0, &m), 0);
+	assert_int_equal(store_delete_version(f->st, "r", "e", 1, m.version, 0),
+			 0);
+	r = PQexec(f->out, "SELECT region, convert_from(key, 'UTF8'), "
+			   "origin IS NOT NULL, ts_ms > 0 "
+			   "FROM regionfs.changes ORDER BY seq");
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	assert_int_equal(PQntuples(r), 6);
+	for (i = 0; i < 6; i++) {
+		assert_string_equal(PQgetvalue(r, i, 0), "r");
+		assert_string_equal(PQgetvalue(r, i, 1), want[i]);
+		assert_string_equal(PQgetvalue(r, i, 2), "t");
+		assert_string_equal(PQgetvalue(r, i, 3), "t");
+	}
+	PQclear(r);
+	r = PQexec(f->out, "INSERT INTO regionfs.kv(region, key, value) "
+			   "VALUES ('r', 'o', 'x')");
+	assert_int_equal(PQresultStatus(r), PGRES_FATAL_ERROR);
+	PQclear(r);
+}
+
 static void test_outside_writer_fills_meta(void **state)
 {
 	struct fixture *f = *state;
@@ -522,12 +569,108 @@ static void test_two_stores_doorbell(void **state)
 	assert_true(fd >= 0);
 	/* the doorbell was rung before put returned; wait for it to land */
 	drain_until_heard(b);
-	assert_int_equal(store_changes(b, &cur, collect, &s), 1);
+	/* the doorbell's hint, then the log's row */
+	assert_int_equal(store_changes(b, &cur, collect, &s), 2);
 	assert_string_equal(s.keys[0], "r/x");
+	assert_string_equal(s.keys[1], "r/x");
 	store_stats(f->st, &sa);
 	store_stats(b, &sb);
 	assert_true(sa.doorbells_sent >= 1);
 	assert_true(sb.doorbells_received >= 1);
+	store_close(b);
+}
+
+/*
+ * A doorbell names what its commits changed (hints): the other store
+ * invalidates those names at the start of its next pass, before and
+ * without the log (deleted here, so only the hints can name them). Any
+ * bytes of a key; a rename's both names; entries that are no region and
+ * file name are skipped; an outside client's empty payload names nothing.
+ */
+static void test_doorbell_hints(void **state)
+{
+	struct fixture *f = *state;
+	static const char odd[] = "a b\x01\xff:";
+	struct store *b;
+	struct seen s = {0};
+	uint64_t cur;
+
+	assert_int_equal(store_open(conninfo, NULL, &b), 0);
+	assert_int_equal(store_changes_head(b, &cur), 0);
+	assert_int_equal(
+		store_put(f->st, "r 1", odd, strlen(odd), "1", 1, 0, NULL), 0);
+	drain_until_heard(b);
+	sql_ok(f->out, "DELETE FROM regionfs.changes");
+	assert_int_equal(store_changes(b, &cur, collect, &s), 1);
+	assert_true(seen_key(&s, "r 1/a b\x01\xff:"));
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(
+		store_rename(f->st, "r 1", odd, strlen(odd), "c", 1, 0), 0);
+	drain_until_heard(b);
+	sql_ok(f->out, "DELETE FROM regionfs.changes");
+	assert_int_equal(store_changes(b, &cur, collect, &s), 2);
+	assert_true(seen_key(&s, "r 1/a b\x01\xff:"));
+	assert_true(seen_key(&s, "r 1/c"));
+	/* forged: not hex, a '/' key, an empty key, an odd length; then r/A */
+	memset(&s, 0, sizeof(s));
+	sql_ok(f->out, "SELECT pg_notify('regionfs', "
+		       "'someone zz:41 72:2f 72: 72:4 72:41')");
+	sql_ok(f->out, "SELECT pg_notify('regionfs', '')");
+	drain_until_heard(b);
+	assert_int_equal(store_changes(b, &cur, collect, &s), 1);
+	assert_string_equal(s.keys[0], "r/A");
+	store_close(b);
+}
+
+/* Commits covered: rung, coalesced or unheard; waits for the bell thread. */
+static void wait_covered(struct store *st, struct store_stats *s)
+{
+	int i;
+
+	for (i = 0; i < 1000; i++) {
+		store_stats(st, s);
+		if (s->doorbells_sent + s->doorbells_coalesced +
+			    s->doorbells_unheard >=
+		    s->commits)
+			return;
+		usleep(10000);
+	}
+	fail_msg("commits not covered by doorbells");
+}
+
+/*
+ * A store alone on its database rings for nobody: after its first look
+ * (the first bell rings, then looks), commits are counted unheard. A
+ * store that starts to listen registers, and is rung for after the next
+ * look (at most 100 ms later): it hears a doorbell within a bounded
+ * number of writes 20 ms apart.
+ */
+static void test_doorbell_unheard(void **state)
+{
+	struct fixture *f = *state;
+	struct store_stats s;
+	struct store *b;
+	uint64_t cur;
+	int i, got = 0;
+
+	assert_int_equal(store_put(f->st, "r", "a", 1, "1", 1, 0, NULL), 0);
+	wait_covered(f->st, &s);
+	assert_int_equal(s.doorbells_sent, 1);
+	assert_int_equal(store_put(f->st, "r", "a", 1, "2", 1, 0, NULL), 0);
+	wait_covered(f->st, &s);
+	assert_int_equal(s.doorbells_sent, 1);
+	assert_int_equal(s.doorbells_unheard, 1);
+	assert_int_equal(store_open(conninfo, NULL, &b), 0);
+	assert_int_equal(store_changes_head(b, &cur), 0);
+	for (i = 0; i < 500 && got == 0; i++) {
+		assert_int_equal(store_put(f->st, "r", "a", 1, "3", 1, 0, NULL),
+				 0);
+		wait_covered(f->st, &s);
+		usleep(20000);
+		got = store_changes_drain(b);
+		assert_true(got >= 0);
+	}
+	assert_true(got > 0);
 	store_close(b);
 }
 
@@ -611,6 +754,7 @@ static void test_doorbells_coalesce(void **state)
 	}
 	assert_int_equal(s.rows, 800);
 	assert_int_equal(s.doorbells_sent + s.doorbells_coalesced, s.commits);
+	assert_int_equal(s.doorbells_unheard, 0); /* b listens */
 	assert_true(s.doorbells_sent >= 1);
 	assert_int_equal(s.doorbells_failed, 0);
 	drain_until_heard(b);
@@ -850,7 +994,8 @@ static void test_read_only_and_version(void **state)
 	sql_ok(f->out, "UPDATE regionfs.schema_version SET version = 1");
 }
 
-/* A database at schema version 1 (no mounts) is upgraded to 2. */
+/* A database at schema version 1 (no mounts) is upgraded to the current
+ * version. */
 static void test_upgrade_from_v1(void **state)
 {
 	struct fixture *f = *state;
@@ -864,7 +1009,7 @@ static void test_upgrade_from_v1(void **state)
 	r = PQexec(f->out, "SELECT version, to_regclass('regionfs.mounts') "
 			   "IS NOT NULL FROM regionfs.schema_version");
 	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
-	assert_string_equal(PQgetvalue(r, 0, 0), "2");
+	assert_int_equal(atoi(PQgetvalue(r, 0, 0)), PG_SCHEMA_VERSION);
 	assert_string_equal(PQgetvalue(r, 0, 1), "t");
 	PQclear(r);
 }
@@ -1138,6 +1283,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_feed_late_lower_seq, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_writer_logs_itself, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_feed_stop_and_resume,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_feed_pruned_and_unknown,
@@ -1145,6 +1292,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_replay_plan, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_two_stores_doorbell, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_doorbell_hints, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_doorbell_unheard, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_group_commit, setup,
 						teardown),
