@@ -341,20 +341,6 @@ static int ckpt_open_db(struct ckpt *c)
 	return rc == SQLITE_OK ? 0 : store__sqlerr(c->db, rc);
 }
 
-/* c->wake, whose retry waits have CLOCK_MONOTONIC deadlines. */
-static int wake_cond_init(struct ckpt *c)
-{
-	pthread_condattr_t a;
-	int rc = pthread_condattr_init(&a);
-
-	if (rc == 0)
-		rc = pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-	if (rc == 0)
-		rc = pthread_cond_init(&c->wake, &a);
-	pthread_condattr_destroy(&a);
-	return rc;
-}
-
 int store__ckpt_start(struct store *st)
 {
 	struct ckpt *c;
@@ -366,7 +352,8 @@ int store__ckpt_start(struct store *st)
 	c->st = st;
 	atomic_init(&c->trigger, CKPT_SOFT_FRAMES);
 	if (pthread_mutex_init(&c->lock, NULL) ||
-	    pthread_mutex_init(&c->run_lock, NULL) || wake_cond_init(c)) {
+	    pthread_mutex_init(&c->run_lock, NULL) ||
+	    store__cond_init_monotonic(&c->wake)) {
 		free(c);
 		return -ENOMEM; /* glibc's inits cannot fail */
 	}

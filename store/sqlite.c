@@ -1790,8 +1790,7 @@ static void sq_stats(struct store *st, struct store_stats *out)
 
 /* ---- open and close ------------------------------------------------------- */
 
-/* st->gather, whose waits have CLOCK_MONOTONIC deadlines. */
-static int gather_cond_init(struct store *st)
+int store__cond_init_monotonic(pthread_cond_t *cond)
 {
 	pthread_condattr_t a;
 	int rc = pthread_condattr_init(&a);
@@ -1799,7 +1798,7 @@ static int gather_cond_init(struct store *st)
 	if (rc == 0)
 		rc = pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
 	if (rc == 0)
-		rc = pthread_cond_init(&st->gather, &a);
+		rc = pthread_cond_init(cond, &a);
 	pthread_condattr_destroy(&a);
 	return rc;
 }
@@ -1841,7 +1840,8 @@ static int store_init(struct store *st, const char *path,
 	if (!st->ranges)
 		return -ENOMEM;
 	if (pthread_mutex_init(&st->lock, NULL) ||
-	    pthread_cond_init(&st->wake, NULL) || gather_cond_init(st) ||
+	    pthread_cond_init(&st->wake, NULL) ||
+	    store__cond_init_monotonic(&st->gather) ||
 	    pthread_mutex_init(&st->ranges_lock, NULL) ||
 	    pthread_mutex_init(&st->pool_lock, NULL))
 		return -ENOMEM; /* glibc's inits cannot fail */

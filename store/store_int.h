@@ -197,6 +197,9 @@ void store__ranges_unlock(struct store *st);
  * checkpoint.c puts back after its inline checkpoint's own.
  */
 int store__writer_busy(void *arg, int count);
+/* pthread_cond_init() of a condition whose timed waits take
+ * CLOCK_MONOTONIC deadlines (st->gather, the checkpointer's wake). */
+int store__cond_init_monotonic(pthread_cond_t *cond);
 /* Maps a SQLite result code to -errno (0 for SQLITE_OK/ROW/DONE). */
 int store_errno(int sqlite_rc);
 /* store_file_lost() of the SQLite store. */
