@@ -465,14 +465,21 @@ struct retire_run {
  * sleep; Drepper, "Futexes Are Tricky", mutex 3), the algorithm of
  * glibc's default mutex, but inline: pthread_mutex_lock() and _unlock()
  * were ~57 instructions a hold through the PLT (callgrind), and a miss
- * takes two holds. Not fair, like glibc's: writers only contend among
- * themselves (readers take no lock). Joined waiters sleep on a futex of
- * their own (struct stripe's flight_seq), which the lock's holder bumps
- * when a flight completes.
+ * takes two holds. Unlike glibc's default mutex, a waiter first spins a
+ * bounded number of loads (REGION_LOCK_SPINS, stopping early when the
+ * word says someone sleeps) and takes a free word without marking it
+ * contended (region__lock_slow() in stripe.c): a hold is a few hundred
+ * nanoseconds, a futex sleep and wake-up several microseconds. Not fair,
+ * like glibc's: writers only contend among themselves (readers take no
+ * lock). Joined waiters sleep on a futex of their own (struct stripe's
+ * flight_seq), which the lock's holder bumps when a flight completes.
  */
 struct region_lock {
 	atomic_uint w;
 };
+
+/* Loads a waiter spins on a held lock before it sleeps (stripe.c). */
+#define REGION_LOCK_SPINS 100
 
 void region__lock_slow(struct region_lock *l);
 void region__lock_wake(struct region_lock *l);

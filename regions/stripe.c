@@ -295,8 +295,39 @@ void region__futex_wake_all(atomic_uint *word)
 	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
 void region__lock_slow(struct region_lock *l)
 {
+	unsigned i, w;
+
+	/*
+	 * A bounded spin first (REGION_LOCK_SPINS loads, no stores to the
+	 * line while it is held): a hold is a few hundred nanoseconds, and a
+	 * holder running on another core releases it sooner than a futex
+	 * sleep and wake-up takes (each several microseconds, and the
+	 * unlock's wake a syscall too). Only a free word is taken (0 -> 1:
+	 * not marked contended, so its unlock makes no syscall); the spin
+	 * stops early once someone sleeps (2: the holder will wake one of
+	 * them, and a spinner that barged past them on every release could
+	 * keep them asleep). A holder preempted on a loaded machine costs
+	 * the spinners the bound, then they sleep as before.
+	 */
+	for (i = 0; i < REGION_LOCK_SPINS; i++) {
+		w = atomic_load_explicit(&l->w, memory_order_relaxed);
+		if (w == 0 && region__trylock(l))
+			return;
+		if (w == 2)
+			break;
+		cpu_relax();
+	}
 	/* mark it contended; whoever unlocks then wakes one sleeper */
 	while (atomic_exchange_explicit(&l->w, 2, memory_order_acquire) != 0)
 		syscall(SYS_futex, &l->w, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);

@@ -349,6 +349,87 @@ static void test_hits_take_no_lock(void **state)
 	region_unref(r);
 }
 
+/*
+ * The stripe lock's slow path spins before it sleeps and takes a free
+ * word as 0 -> 1: a waiter that got the lock by spinning does not mark it
+ * contended, so its unlock makes no futex wake (the old slow path always
+ * stored 2).
+ */
+static void test_lock_spin_takes_free_lock_uncontended(void **state)
+{
+	struct region_lock l = {0};
+
+	(void)state;
+	region__lock_slow(&l);
+	assert_int_equal(atomic_load(&l.w), 1);
+	region__unlock(&l);
+	assert_int_equal(atomic_load(&l.w), 0);
+}
+
+struct lock_count {
+	struct region_lock l;
+	unsigned long n;
+};
+
+static void *lock_adder(void *arg)
+{
+	struct lock_count *c = arg;
+	int i;
+
+	for (i = 0; i < 20000; i++) {
+		region__lock(&c->l);
+		c->n++;
+		region__unlock(&c->l);
+	}
+	return NULL;
+}
+
+/* Spinning or sleeping, the lock excludes: no increment is lost. */
+static void test_lock_excludes_under_contention(void **state)
+{
+	struct lock_count c = {.n = 0};
+	pthread_t t[4];
+	int i;
+
+	(void)state;
+	atomic_init(&c.l.w, 0);
+	for (i = 0; i < 4; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, lock_adder, &c),
+				 0);
+	for (i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	assert_int_equal(c.n, 4 * 20000);
+	assert_int_equal(atomic_load(&c.l.w), 0);
+}
+
+static void *lock_once(void *arg)
+{
+	struct lock_count *c = arg;
+
+	region__lock(&c->l);
+	c->n++;
+	region__unlock(&c->l);
+	return NULL;
+}
+
+/* A word marked contended (a sleeper) stops the spin: the waiter sleeps
+ * and the unlock wakes it. */
+static void test_lock_waiter_behind_sleeper_is_woken(void **state)
+{
+	struct lock_count c = {.n = 0};
+	pthread_t t;
+
+	(void)state;
+	atomic_init(&c.l.w, 0);
+	region__lock(&c.l);
+	atomic_store(&c.l.w, 2); /* as if someone slept on it */
+	assert_int_equal(pthread_create(&t, NULL, lock_once, &c), 0);
+	region__unlock(&c.l); /* 2: wakes a sleeper, if it sleeps yet */
+	pthread_join(t, NULL);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(atomic_load(&c.l.w), 0);
+}
+
 static void test_growth_and_shrink_are_incremental(void **state)
 {
 	struct region *r = make(1, 0);
@@ -431,6 +512,9 @@ int main(void)
 		cmocka_unit_test(test_retired_entries_wait_for_sections),
 		cmocka_unit_test(test_misses_examine_few_flights),
 		cmocka_unit_test(test_hits_take_no_lock),
+		cmocka_unit_test(test_lock_spin_takes_free_lock_uncontended),
+		cmocka_unit_test(test_lock_excludes_under_contention),
+		cmocka_unit_test(test_lock_waiter_behind_sleeper_is_woken),
 		cmocka_unit_test(test_growth_and_shrink_are_incremental),
 		cmocka_unit_test(test_invalidate_all_empties_every_stripe),
 	};
