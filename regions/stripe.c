@@ -762,8 +762,11 @@ link_of_locked(struct stripe *s, const struct entry *e, uint64_t hash)
 	return NULL;
 }
 
-void region__unlink_hash_locked(struct stripe *s, struct entry *e,
-				uint64_t hash)
+/* region__unlink_hash_locked(), inlined into region__unlink_locked() and
+ * region__evict_locked(): a capacity eviction was four calls deep (13
+ * instructions of an eviction's 157, callgrind, bench_engine mix2). */
+static inline __attribute__((always_inline)) void
+unlink_hash_locked(struct stripe *s, struct entry *e, uint64_t hash)
 {
 	_Atomic(struct entry *) *pp = link_of_locked(s, e, hash);
 	uint64_t charge = region__entry_charge(e);
@@ -790,17 +793,24 @@ void region__unlink_hash_locked(struct stripe *s, struct entry *e,
 	s->nretired++;
 }
 
+void region__unlink_hash_locked(struct stripe *s, struct entry *e,
+				uint64_t hash)
+{
+	unlink_hash_locked(s, e, hash);
+}
+
 void region__unlink_locked(struct stripe *s, struct entry *e,
 			   struct entry **grave)
 {
 	(void)grave;
-	region__unlink_hash_locked(s, e, region__entry_hash(e));
+	unlink_hash_locked(s, e, region__entry_hash(e));
 }
 
 void region__evict_locked(struct region *r, struct stripe *s, struct entry *e,
 			  struct entry **grave)
 {
-	region__unlink_locked(s, e, grave);
+	(void)grave;
+	unlink_hash_locked(s, e, region__entry_hash(e));
 	region__count(r, ST_EV_SIZE, 1);
 }
 
