@@ -479,23 +479,51 @@ static void free_collected(struct entry *ents, struct table *tabs)
 	}
 }
 
-void region__stripe_wrunlock(struct stripe *s)
+/*
+ * Would collect_locked() do nothing (detach nothing, stamp nothing, ask
+ * for no scan)? Most holds: nothing retired, or retired entries of which
+ * the oldest run is not safe yet, below the scan threshold. Its answer is
+ * collect_locked()'s exactly; it only spares those holds the rest of
+ * collect_locked() and the registers of the unlock's slow path (~30
+ * instructions a hold, callgrind, bench_engine mix2). Lock held.
+ */
+static inline bool collect_idle_locked(const struct stripe *s)
+{
+	if (!s->retired && !s->retired_tabs)
+		return true;
+	return !s->retired_tabs && s->nruns && s->nretired < s->advance_at &&
+	       !region__epoch_safe(s->runs[s->run_head].epoch,
+				   region__epoch_now());
+}
+
+/* The unlock of a hold that has something to collect. */
+__attribute__((noinline)) static void wrunlock_collect(struct stripe *s)
 {
 	struct entry *ents;
 	struct table *tabs;
 	bool advance;
 
-	region__assert_wrlocked(s);
-	if (s->examined >
-	    atomic_load_explicit(&s->max_examined, memory_order_relaxed))
-		atomic_store_explicit(&s->max_examined, s->examined,
-				      memory_order_relaxed);
 	advance = collect_locked(s, &ents, &tabs);
 	set_owner(s, false);
 	region__unlock(&s->lock);
 	if (advance)
 		region__epoch_try_advance();
 	free_collected(ents, tabs); /* free() is not lock work */
+}
+
+void region__stripe_wrunlock(struct stripe *s)
+{
+	region__assert_wrlocked(s);
+	if (s->examined >
+	    atomic_load_explicit(&s->max_examined, memory_order_relaxed))
+		atomic_store_explicit(&s->max_examined, s->examined,
+				      memory_order_relaxed);
+	if (!collect_idle_locked(s)) {
+		wrunlock_collect(s);
+		return;
+	}
+	set_owner(s, false);
+	region__unlock(&s->lock);
 }
 
 void region__stripe_reclaim(struct stripe *s)
