@@ -97,10 +97,14 @@ static int receive(struct worker *w)
  * tries, so that a thread that wants its CPU gets it) and only then
  * sleeps in poll(), the one thread that sleeps on the device. The others,
  * followers, sleep on a semaphore and are given the lead when the leader
- * has a request that may take long (anything but the few opcodes that
- * are answered from memory) or sees another request already waiting: then
- * two requests run at once, as in the plain pool. A leader that kept the
- * lead through its request reads the next one without a wake-up.
+ * has a request that may take long (anything but the few opcodes that a
+ * cached key answers from memory: quick_opcode()) or sees another request
+ * already waiting: then two requests run at once, as in the plain pool. A
+ * leader that kept the lead through its request reads the next one
+ * without a wake-up. A LOOKUP or OPEN that misses the cache keeps the lead
+ * through its store read; a request that comes meanwhile waits for it
+ * (one read of a row), or for a follower if another request was already
+ * waiting when the leader took it.
  */
 static bool quick_opcode(uint32_t op)
 {
