@@ -191,6 +191,7 @@ struct rfs {
 	struct stat config_st; /* regions.ini as the start-up load saw it */
 	bool foreground;
 	unsigned grace_s; /* -o shutdown_grace: wait for writers on SIGTERM */
+	unsigned poll_us; /* -o poll_us: an idle worker polls this long */
 	/* values + write buffers; 0: none. -o max_memory, which wins over
 	 * regions.ini's [defaults] max_memory (max_memory_opt), or that */
 	_Atomic uint64_t max_memory;
@@ -223,6 +224,8 @@ struct rfs {
 };
 
 extern struct rfs rfs;
+
+#define RFS_POLL_US_MAX 100000u /* -o poll_us: at most 100 ms */
 
 /*
  * May the cache serve a hit of rr's keys? Always, unless the region is

@@ -30,14 +30,23 @@
  * Then it cancels the workers, which can only be waiting in read(), joins
  * them and frees their buffers.
  *
+ * With -o poll_us=N (N > 0) the same pool runs polled: see "Polled mode"
+ * below.
+ *
  * -o clone_fd needs libfuse's private channels, so with it the loop stays
- * libfuse's (growing) one; -s serves in the calling thread alone.
+ * libfuse's (growing) one; -s serves in the calling thread alone (poll_us
+ * applies to neither).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <linux/fuse.h>
+#include <poll.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fs.h"
 
@@ -50,7 +59,163 @@ static struct {
 	struct fuse_session *se;
 	sem_t finish;	   /* a worker left its loop */
 	_Atomic int error; /* the first receive error (-errno), or 0 */
+	/* -o poll_us (polled mode, below); poll_ns 0: every worker blocks
+	 * in read() */
+	uint64_t poll_ns;
+	int fd;		  /* the session's device, O_NONBLOCK when polled */
+	atomic_bool led;  /* a worker holds the lead */
+	sem_t lead;	  /* followers wait here to be given the lead */
+	atomic_uint idle; /* followers waiting (or about to) on lead */
 } pool;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Receives one request with cancellation enabled (as libfuse's loop). */
+static int receive(struct worker *w)
+{
+	int rc;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+	rc = fuse_session_receive_buf(pool.se, &w->buf);
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	return rc;
+}
+
+/*
+ * Polled mode (-o poll_us=N). Every FUSE request that finds the daemon's
+ * workers asleep in read() pays for a wake-up: the kernel wakes a worker,
+ * which must be scheduled on a CPU that was idle (on a VM, a halted vCPU
+ * that the host must resume) before the request is even read. Here one
+ * worker at a time, the leader, waits for requests: after each one it
+ * reads the device without blocking for up to N us (sched_yield() between
+ * tries, so that a thread that wants its CPU gets it) and only then
+ * sleeps in poll(), the one thread that sleeps on the device. The others,
+ * followers, sleep on a semaphore and are given the lead when the leader
+ * has a request that may take long (anything but the few opcodes that a
+ * cached key answers from memory: quick_opcode()) or sees another request
+ * already waiting: then two requests run at once, as in the plain pool. A
+ * leader that kept the lead through its request reads the next one
+ * without a wake-up. A LOOKUP or OPEN that misses the cache keeps the lead
+ * through its store read; a request that comes meanwhile waits for it
+ * (one read of a row), or for a follower if another request was already
+ * waiting when the leader took it.
+ */
+static bool quick_opcode(uint32_t op)
+{
+	switch (op) {
+	case FUSE_LOOKUP:
+	case FUSE_GETATTR:
+	case FUSE_OPEN:
+	case FUSE_READ:
+	case FUSE_RELEASE:
+	case FUSE_FORGET:
+	case FUSE_BATCH_FORGET:
+	case FUSE_INTERRUPT:
+	case FUSE_GETXATTR:
+	case FUSE_LISTXATTR:
+	case FUSE_ACCESS:
+	case FUSE_STATFS:
+	case FUSE_OPENDIR:
+	case FUSE_RELEASEDIR:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Takes the lead, waiting for it as a follower. */
+static void take_lead(void)
+{
+	bool no = false;
+
+	while (!atomic_compare_exchange_strong(&pool.led, &no, true)) {
+		no = false;
+		atomic_fetch_add(&pool.idle, 1);
+		/* the leader may have left between the CAS and here */
+		if (atomic_load(&pool.led)) {
+			pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+			while (sem_wait(&pool.lead) && errno == EINTR)
+				;
+			pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+		}
+		atomic_fetch_sub(&pool.idle, 1);
+	}
+}
+
+/* The leader's receive: polls, then sleeps on the device. */
+static int lead_receive(struct worker *w)
+{
+	uint64_t deadline = 0;
+	int rc;
+
+	for (;;) {
+		rc = receive(w);
+		if (rc != -EAGAIN)
+			return rc;
+		if (!deadline)
+			deadline = now_ns() + pool.poll_ns;
+		if (now_ns() < deadline) {
+			sched_yield();
+			continue;
+		}
+		struct pollfd pfd = {.fd = pool.fd, .events = POLLIN};
+
+		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+		poll(&pfd, 1, -1);
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+		deadline = 0;
+	}
+}
+
+/* After the leader got a request: hand the lead on if it should. */
+static void after_receive(struct worker *w)
+{
+	const struct fuse_in_header *in = w->buf.mem;
+	struct pollfd pfd = {.fd = pool.fd, .events = POLLIN};
+	bool pass = !quick_opcode(in->opcode);
+
+	if (!pass)
+		pass = poll(&pfd, 1, 0) > 0;
+	atomic_store(&pool.led, false);
+	if (pass && atomic_load(&pool.idle))
+		sem_post(&pool.lead);
+}
+
+static void *polled_main(struct worker *w)
+{
+	int rc;
+
+	while (!fuse_session_exited(pool.se)) {
+		take_lead();
+		rc = lead_receive(w);
+		if (rc == -EINTR) {
+			atomic_store(&pool.led, false);
+			continue;
+		}
+		if (rc <= 0) {
+			if (rc < 0) {
+				int none = 0;
+
+				atomic_compare_exchange_strong(&pool.error,
+							       &none, rc);
+				fuse_session_exit(pool.se);
+			}
+			atomic_store(&pool.led, false);
+			break;
+		}
+		after_receive(w);
+		fuse_session_process_buf(pool.se, &w->buf);
+	}
+	/* wake one follower, which sees the exit and wakes the next */
+	sem_post(&pool.lead);
+	return NULL;
+}
 
 static void *worker_main(void *arg)
 {
@@ -64,6 +229,11 @@ static void *worker_main(void *arg)
 			"worker: opening its read connection: %s (retried at "
 			"its first read)",
 			strerror(-rc));
+	if (pool.poll_ns) {
+		polled_main(w);
+		sem_post(&pool.finish);
+		return NULL;
+	}
 	while (!fuse_session_exited(pool.se)) {
 		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
 		rc = fuse_session_receive_buf(pool.se, &w->buf);
@@ -111,7 +281,27 @@ static int run_pool(struct fuse_session *se, unsigned n)
 		return -ENOMEM;
 	pool.se = se;
 	atomic_store(&pool.error, 0);
+	pool.fd = fuse_session_fd(se);
+	pool.poll_ns = (uint64_t)rfs.poll_us * 1000;
+	atomic_store(&pool.led, false);
+	atomic_store(&pool.idle, 0);
+	if (pool.poll_ns) {
+		int fl = fcntl(pool.fd, F_GETFL);
+
+		if (fl < 0 || fcntl(pool.fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+			rfs_log(RFS_LOG_WARNING,
+				"poll_us: cannot make the device non-blocking "
+				"(%s); workers block in read()",
+				strerror(errno));
+			pool.poll_ns = 0;
+		}
+	}
 	if (sem_init(&pool.finish, 0, 0)) {
+		free(w);
+		return -errno;
+	}
+	if (sem_init(&pool.lead, 0, 0)) {
+		sem_destroy(&pool.finish);
 		free(w);
 		return -errno;
 	}
@@ -135,6 +325,7 @@ static int run_pool(struct fuse_session *se, unsigned n)
 		free(w[i].buf.mem);
 	free(w);
 	sem_destroy(&pool.finish);
+	sem_destroy(&pool.lead);
 	fuse_session_reset(se);
 	return err;
 }

@@ -71,6 +71,7 @@ struct main_opts {
 	char *maxmem; /* -o max_memory= */
 	char *lease;  /* -o lease= */
 	char *renew;  /* -o lease_renew= */
+	char *pollus; /* -o poll_us= */
 };
 
 #define RFS_OPT(t, f)                                                          \
@@ -87,6 +88,7 @@ static const struct fuse_opt main_optspec[] = {
 	RFS_OPT("store=%s", store),
 	RFS_OPT("lease=%s", lease),
 	RFS_OPT("lease_renew=%s", renew),
+	RFS_OPT("poll_us=%s", pollus),
 	{"ro", offsetof(struct main_opts, ro), 1},
 	{"open_requests", offsetof(struct main_opts, openreq), 1},
 	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP),
@@ -180,6 +182,9 @@ static void usage(const char *prog)
 	       "                           coherence = strict (default 5s)\n"
 	       "    -o lease_renew=DURATION  its renewal period (default 1s;\n"
 	       "                           lease >= 2 x lease_renew + 500ms)\n"
+	       "    -o poll_us=N           an idle worker polls for the next\n"
+	       "                           request for up to N microseconds\n"
+	       "                           before it sleeps (default 0: off)\n"
 	       "    -o ro                  read-only mount over a read-only\n"
 	       "                           database (refused without it);\n"
 	       "                           opens send the daemon no request\n"
@@ -584,6 +589,16 @@ static int setup_owner(const struct main_opts *o)
 	}
 	if (setup_lease(o))
 		return -1;
+	rfs.poll_us = 0;
+	if (o->pollus) {
+		if (parse_id(o->pollus, &id) || id > RFS_POLL_US_MAX) {
+			rfs_log(RFS_LOG_ERR,
+				"bad poll_us=%s (microseconds, 0 to %u)",
+				o->pollus, RFS_POLL_US_MAX);
+			return -1;
+		}
+		rfs.poll_us = id;
+	}
 	if (o->maxmem) {
 		uint64_t max;
 
@@ -830,6 +845,7 @@ out_args:
 	free(o.maxmem);
 	free(o.lease);
 	free(o.renew);
+	free(o.pollus);
 	free(o.store);
 	fuse_opt_free_args(&args);
 	return rc;

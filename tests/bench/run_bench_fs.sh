@@ -56,10 +56,10 @@
 # kernel sends no OPEN, FLUSH or RELEASE; a warm read is served by the
 # kernel alone).
 #
-# Not here yet (issue 9's benchmark asks for them too): durable and
-# default writes against raw SQLite single-row commits (FULL, NORMAL) in
-# the same run, and ls -f / ls -l of 1,000,000 keys with the daemon's
-# peak RSS.
+# The rest of issue 9's benchmark is tests/bench/run_bench_writes.sh:
+# durable and default writes against raw SQLite single-row commits (FULL,
+# NORMAL) in the same run, and ls -f / ls -l of 1,000,000 keys with the
+# daemon's peak RSS.
 #
 # Needs root (tmpfs mounts). Every mount is unmounted and every daemon
 # stopped on success, failure and INT/TERM/HUP (the harness's trap).
