@@ -29,16 +29,21 @@
  * region_flight_done() with a trivial value on a miss, on one region bounded
  * by entry count only (like the published figures). Next to it, in the same
  * run, an exact textbook LRU written here (one list, one table) gives the
- * lru_ figures. Miss ratios count cold misses. Prints a table, then
+ * lru_ figures, and a textbook ARC (Megiddo & Modha, FAST 2003) and LIRS
+ * (Jiang & Zhang, SIGMETRICS 2002), written here from the papers, give
+ * the arc_ and lirs_ reference figures (one cache, no stripes: the
+ * frontier the default is compared with; LIRS needs 3 entries or more). Miss ratios count cold misses. Prints a table, then
  * name=value lines:
  *   miss_<trace>_<pct>pct      the default policy, default stripes
  *   lru_<trace>_<pct>pct       exact LRU
+ *   arc_<trace>_<pct>pct, lirs_<trace>_<pct>pct   ARC, LIRS
  *   <policy>_s<N>_<trace>_<pct>pct   every policy and stripe count run
  * and, for tinylfu, the adapted window share at the end of each replay
  * and the sketch resets; any hits the policy did not record (stats
  * hits_unrecorded; none expected in this one-thread replay) are reported.
  * Asserts nothing.
  */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -321,6 +326,378 @@ static double exact_lru(const struct trace *t, size_t cap)
 	return (double)misses / (double)t->n;
 }
 
+/* ---- reference policies: textbook ARC and LIRS ------------------------- */
+
+/*
+ * A pool of key slots in several doubly-linked lists (each slot in at most
+ * two: link set 0 and link set 1), found through an open-addressed table
+ * like xlru's. Written here from the papers' descriptions, for reference
+ * columns only (no engine code).
+ */
+#define NIL UINT32_MAX
+
+struct dl {
+	uint32_t head, tail; /* head = most recent */
+	size_t n;
+};
+
+struct pool {
+	uint64_t *key;
+	uint32_t *prev[2], *next[2];
+	uint8_t *tag; /* which list (policy-defined) */
+	uint32_t *table;
+	uint32_t free_head;
+	size_t tmask;
+};
+
+static bool pool_init(struct pool *p, size_t slots)
+{
+	size_t tsize = 16, i;
+
+	while (tsize < slots * 2)
+		tsize *= 2;
+	p->tmask = tsize - 1;
+	p->key = malloc(slots * sizeof(*p->key));
+	p->tag = calloc(slots, 1);
+	p->table = calloc(tsize, sizeof(*p->table));
+	for (i = 0; i < 2; i++) {
+		p->prev[i] = malloc(slots * sizeof(uint32_t));
+		p->next[i] = malloc(slots * sizeof(uint32_t));
+	}
+	if (!p->key || !p->tag || !p->table || !p->prev[0] || !p->prev[1] ||
+	    !p->next[0] || !p->next[1])
+		return false;
+	for (i = 0; i < slots; i++)
+		p->next[0][i] = i + 1 < slots ? (uint32_t)(i + 1) : NIL;
+	p->free_head = 0;
+	return true;
+}
+
+static void pool_free(struct pool *p)
+{
+	free(p->key), free(p->tag), free(p->table);
+	free(p->prev[0]), free(p->prev[1]), free(p->next[0]), free(p->next[1]);
+}
+
+static size_t pool_probe(const struct pool *p, uint64_t k)
+{
+	size_t i = mix(k) & p->tmask;
+
+	while (p->table[i] && p->key[p->table[i] - 1] != k)
+		i = (i + 1) & p->tmask;
+	return i;
+}
+
+static uint32_t pool_find(const struct pool *p, uint64_t k)
+{
+	size_t i = pool_probe(p, k);
+
+	return p->table[i] ? p->table[i] - 1 : NIL;
+}
+
+static uint32_t pool_add(struct pool *p, uint64_t k)
+{
+	uint32_t s = p->free_head;
+
+	assert(s != NIL);
+	p->free_head = p->next[0][s];
+	p->key[s] = k;
+	p->table[pool_probe(p, k)] = s + 1;
+	return s;
+}
+
+/* Forgets slot s (unlinked from every list by the caller). */
+static void pool_del(struct pool *p, uint32_t s)
+{
+	size_t i = pool_probe(p, p->key[s]), j = i, h;
+
+	p->table[i] = 0;
+	for (;;) {
+		j = (j + 1) & p->tmask;
+		if (!p->table[j])
+			break;
+		h = mix(p->key[p->table[j] - 1]) & p->tmask;
+		if ((j > i && (h <= i || h > j)) ||
+		    (j < i && h <= i && h > j)) {
+			p->table[i] = p->table[j];
+			p->table[j] = 0;
+			i = j;
+		}
+	}
+	p->next[0][s] = p->free_head;
+	p->free_head = s;
+}
+
+static void dl_unlink(struct pool *p, unsigned ls, struct dl *l, uint32_t s)
+{
+	uint32_t *pv = p->prev[ls], *nx = p->next[ls];
+
+	if (pv[s] != NIL)
+		nx[pv[s]] = nx[s];
+	else
+		l->head = nx[s];
+	if (nx[s] != NIL)
+		pv[nx[s]] = pv[s];
+	else
+		l->tail = pv[s];
+	l->n--;
+}
+
+static void dl_push(struct pool *p, unsigned ls, struct dl *l, uint32_t s)
+{
+	p->prev[ls][s] = NIL;
+	p->next[ls][s] = l->head;
+	if (l->head != NIL)
+		p->prev[ls][l->head] = s;
+	l->head = s;
+	if (l->tail == NIL)
+		l->tail = s;
+	l->n++;
+}
+
+#define DL_EMPTY                                                               \
+	{                                                                      \
+		NIL, NIL, 0                                                    \
+	}
+
+/*
+ * ARC (Megiddo & Modha, "ARC: A Self-Tuning, Low Overhead Replacement
+ * Cache", FAST 2003, fig. 4): T1/T2 resident, B1/B2 their ghosts, target p
+ * for T1 adapted on ghost hits. Cold misses counted.
+ */
+enum { ARC_T1, ARC_T2, ARC_B1, ARC_B2 };
+
+static void arc_replace(struct pool *p, struct dl *L, double target, bool in_b2)
+{
+	uint32_t s;
+
+	if (L[ARC_T1].n >= 1 && ((in_b2 && (double)L[ARC_T1].n == target) ||
+				 (double)L[ARC_T1].n > target)) {
+		s = L[ARC_T1].tail;
+		dl_unlink(p, 0, &L[ARC_T1], s);
+		p->tag[s] = ARC_B1;
+		dl_push(p, 0, &L[ARC_B1], s);
+	} else {
+		s = L[ARC_T2].tail;
+		dl_unlink(p, 0, &L[ARC_T2], s);
+		p->tag[s] = ARC_B2;
+		dl_push(p, 0, &L[ARC_B2], s);
+	}
+}
+
+static double ref_arc(const struct trace *t, size_t c)
+{
+	struct pool p;
+	struct dl L[4] = {DL_EMPTY, DL_EMPTY, DL_EMPTY, DL_EMPTY};
+	double target = 0;
+	size_t i, misses = 0;
+
+	if (!pool_init(&p, 2 * c + 1)) {
+		pool_free(&p);
+		return -1;
+	}
+	for (i = 0; i < t->n; i++) {
+		uint64_t k = t->keys[i];
+		uint32_t s = pool_find(&p, k);
+
+		if (s != NIL && (p.tag[s] == ARC_T1 || p.tag[s] == ARC_T2)) {
+			dl_unlink(&p, 0, &L[p.tag[s]], s);
+			p.tag[s] = ARC_T2;
+			dl_push(&p, 0, &L[ARC_T2], s);
+			continue;
+		}
+		misses++;
+		if (s != NIL) {
+			bool b2 = p.tag[s] == ARC_B2;
+			double b1n = (double)L[ARC_B1].n,
+			       b2n = (double)L[ARC_B2].n;
+
+			if (!b2) {
+				double d = b2n / b1n > 1 ? b2n / b1n : 1;
+
+				target = target + d < (double)c ? target + d
+								: (double)c;
+			} else {
+				double d = b1n / b2n > 1 ? b1n / b2n : 1;
+
+				target = target - d > 0 ? target - d : 0;
+			}
+			arc_replace(&p, L, target, b2);
+			dl_unlink(&p, 0, &L[p.tag[s]], s);
+			p.tag[s] = ARC_T2;
+			dl_push(&p, 0, &L[ARC_T2], s);
+			continue;
+		}
+		if (L[ARC_T1].n + L[ARC_B1].n == c) {
+			if (L[ARC_T1].n < c) {
+				uint32_t g = L[ARC_B1].tail;
+
+				dl_unlink(&p, 0, &L[ARC_B1], g);
+				pool_del(&p, g);
+				arc_replace(&p, L, target, false);
+			} else {
+				uint32_t g = L[ARC_T1].tail;
+
+				dl_unlink(&p, 0, &L[ARC_T1], g);
+				pool_del(&p, g);
+			}
+		} else {
+			size_t tot = L[0].n + L[1].n + L[2].n + L[3].n;
+
+			if (tot >= c) {
+				if (tot == 2 * c) {
+					uint32_t g = L[ARC_B2].tail;
+
+					dl_unlink(&p, 0, &L[ARC_B2], g);
+					pool_del(&p, g);
+				}
+				if (L[ARC_T1].n + L[ARC_T2].n >= c)
+					arc_replace(&p, L, target, false);
+			}
+		}
+		s = pool_add(&p, k);
+		p.tag[s] = ARC_T1;
+		dl_push(&p, 0, &L[ARC_T1], s);
+	}
+	pool_free(&p);
+	return (double)misses / (double)t->n;
+}
+
+/*
+ * LIRS (Jiang & Zhang, "LIRS: An Efficient Low Inter-reference Recency Set
+ * Replacement Policy", SIGMETRICS 2002): stack S (link set 0) of LIR,
+ * resident HIR and non-resident HIR blocks, pruned so its bottom is LIR;
+ * queue Q (link set 1) of resident HIR blocks, 1 % of the cache (at least
+ * 1). Non-resident HIR blocks are kept in S up to 2 x c of them (oldest
+ * forgotten first; link set 1 is their FIFO), a bound the paper leaves
+ * open. Needs c >= 3 (else returns -1).
+ */
+enum { LIRS_LIR, LIRS_HIR, LIRS_NR };
+
+#define LIRS_IN_S 4 /* tag bit: the block is in S */
+
+static void lirs_prune(struct pool *p, struct dl *S, struct dl *NR)
+{
+	while (S->tail != NIL && (p->tag[S->tail] & 3) != LIRS_LIR) {
+		uint32_t b = S->tail;
+
+		dl_unlink(p, 0, S, b);
+		p->tag[b] &= (uint8_t)~LIRS_IN_S;
+		if ((p->tag[b] & 3) == LIRS_NR) {
+			dl_unlink(p, 1, NR, b);
+			pool_del(p, b);
+		}
+	}
+}
+
+/* The bottom LIR block of S becomes resident HIR at Q's end. */
+static void lirs_demote_bottom(struct pool *p, struct dl *S, struct dl *Q,
+			       struct dl *NR)
+{
+	uint32_t b = S->tail;
+
+	dl_unlink(p, 0, S, b);
+	p->tag[b] = LIRS_HIR; /* not in S */
+	dl_push(p, 1, Q, b);
+	lirs_prune(p, S, NR);
+}
+
+static double ref_lirs(const struct trace *t, size_t c)
+{
+	size_t lhirs = c / 100 ? c / 100 : 1, llirs = c - lhirs, nlir = 0;
+	struct dl S = DL_EMPTY, Q = DL_EMPTY, NR = DL_EMPTY;
+	struct pool p;
+	size_t i, misses = 0;
+
+	if (c < 3)
+		return -1;
+	if (!pool_init(&p, 3 * c + 2)) {
+		pool_free(&p);
+		return -1;
+	}
+	for (i = 0; i < t->n; i++) {
+		uint64_t k = t->keys[i];
+		uint32_t b = pool_find(&p, k);
+		unsigned st = b != NIL ? p.tag[b] & 3 : LIRS_NR;
+		bool in_s = b != NIL && (p.tag[b] & LIRS_IN_S);
+
+		if (b != NIL && st == LIRS_LIR) {
+			bool bottom = S.tail == b;
+
+			dl_unlink(&p, 0, &S, b);
+			dl_push(&p, 0, &S, b);
+			if (bottom)
+				lirs_prune(&p, &S, &NR);
+			continue;
+		}
+		if (b != NIL && st == LIRS_HIR) {
+			if (in_s) {
+				dl_unlink(&p, 0, &S, b);
+				dl_unlink(&p, 1, &Q, b);
+				p.tag[b] = LIRS_LIR | LIRS_IN_S;
+				dl_push(&p, 0, &S, b);
+				lirs_demote_bottom(&p, &S, &Q, &NR);
+			} else {
+				dl_push(&p, 0, &S, b);
+				p.tag[b] |= LIRS_IN_S;
+				dl_unlink(&p, 1, &Q, b);
+				dl_push(&p, 1, &Q, b);
+			}
+			continue;
+		}
+		misses++;
+		if (nlir < llirs) { /* warming up: a new block is LIR */
+			if (b == NIL)
+				b = pool_add(&p, k);
+			else {
+				if (in_s)
+					dl_unlink(&p, 0, &S, b);
+				dl_unlink(&p, 1, &NR, b);
+			}
+			p.tag[b] = LIRS_LIR | LIRS_IN_S;
+			dl_push(&p, 0, &S, b);
+			nlir++;
+			continue;
+		}
+		if (Q.n >= lhirs) { /* evict Q's front resident HIR block */
+			uint32_t v = Q.tail;
+
+			dl_unlink(&p, 1, &Q, v);
+			if (p.tag[v] & LIRS_IN_S) {
+				p.tag[v] = LIRS_NR | LIRS_IN_S;
+				dl_push(&p, 1, &NR, v);
+				if (NR.n > 2 * c) {
+					uint32_t o = NR.tail;
+
+					dl_unlink(&p, 1, &NR, o);
+					dl_unlink(&p, 0, &S, o);
+					pool_del(&p, o);
+				}
+			} else {
+				pool_del(&p, v);
+			}
+			/* the oldest NR may have been b itself */
+			b = pool_find(&p, k);
+			in_s = b != NIL && (p.tag[b] & LIRS_IN_S);
+		}
+		if (b != NIL && in_s) { /* non-resident HIR in S: becomes LIR */
+			dl_unlink(&p, 0, &S, b);
+			dl_unlink(&p, 1, &NR, b);
+			p.tag[b] = LIRS_LIR | LIRS_IN_S;
+			dl_push(&p, 0, &S, b);
+			lirs_demote_bottom(&p, &S, &Q, &NR);
+		} else {
+			if (b == NIL)
+				b = pool_add(&p, k);
+			p.tag[b] = LIRS_HIR | LIRS_IN_S;
+			dl_push(&p, 0, &S, b);
+			dl_push(&p, 1, &Q, b);
+		}
+	}
+	pool_free(&p);
+	return (double)misses / (double)t->n;
+}
+
 /* ---- the engine -------------------------------------------------------- */
 
 /* Replays t on a fresh region; returns the miss ratio, or -1. */
@@ -419,7 +796,8 @@ static void pct_tag(double pct, char *buf, size_t len)
 static void bench(struct trace *t, const struct run *runs, size_t nruns,
 		  const double *pcts, size_t npcts, unsigned width)
 {
-	double mr[MAX_RUNS][MAX_SIZES], lru[MAX_SIZES];
+	double mr[MAX_RUNS][MAX_SIZES], lru[MAX_SIZES], arc[MAX_SIZES];
+	double lirs[MAX_SIZES];
 	double wsh[MAX_RUNS][MAX_SIZES];
 	uint64_t rst[MAX_RUNS][MAX_SIZES], unr[MAX_RUNS][MAX_SIZES];
 	unsigned eff[MAX_RUNS][MAX_SIZES];
@@ -443,6 +821,25 @@ static void bench(struct trace *t, const struct run *runs, size_t nruns,
 
 		lru[p] = exact_lru(t, cap ? cap : 1);
 		printf(" %13.4f", lru[p]);
+		fflush(stdout);
+	}
+	printf("\n  %-24s", "ARC (bench)");
+	for (p = 0; p < npcts; p++) {
+		uint64_t cap = (uint64_t)((double)t->distinct * pcts[p] / 100);
+
+		arc[p] = ref_arc(t, cap ? cap : 1);
+		printf(" %13.4f", arc[p]);
+		fflush(stdout);
+	}
+	printf("\n  %-24s", "LIRS (bench)");
+	for (p = 0; p < npcts; p++) {
+		uint64_t cap = (uint64_t)((double)t->distinct * pcts[p] / 100);
+
+		lirs[p] = ref_lirs(t, cap ? cap : 1);
+		if (lirs[p] < 0)
+			printf(" %13s", "-");
+		else
+			printf(" %13.4f", lirs[p]);
 		fflush(stdout);
 	}
 	printf("\n");
@@ -525,6 +922,9 @@ static void bench(struct trace *t, const struct run *runs, size_t nruns,
 				       mr[i][p]);
 		}
 		printf("lru_%s_%spct=%.4f\n", t->name, tag, lru[p]);
+		printf("arc_%s_%spct=%.4f\n", t->name, tag, arc[p]);
+		if (lirs[p] >= 0)
+			printf("lirs_%s_%spct=%.4f\n", t->name, tag, lirs[p]);
 		for (i = 0; i < nruns; i++) {
 			if (!runs[i].dflt)
 				printf("%s_s%u_%s_%spct=%.4f\n",
