@@ -19,14 +19,19 @@
  * caller runs it itself (leader/follower): no hand-off to another thread
  * and back, which cost two context switches per commit, more than half of
  * the daemon's time in a create-heavy profile. Otherwise it sleeps on the
- * op's condition variable, and the writer thread takes the whole queue
- * once the running batch is done, runs it in one BEGIN IMMEDIATE ...
- * COMMIT (group commit), then wakes every caller. While a batch commits,
+ * op's condition variable; once the running batch is done, the caller of
+ * the first queued op is woken to lead the next one: it takes the whole
+ * queue, runs it in one BEGIN IMMEDIATE ... COMMIT (group commit), then
+ * wakes every other caller. (Waking the writer thread for it instead cost
+ * one wake-up more per batch, as that caller had to be woken anyway; the
+ * writer thread now only takes a queue that nobody leads, and exits at
+ * close.) While a batch commits,
  * new callers queue up, so the batch grows with the load: with 8
  * writers, far fewer commits than puts (stress_store prints the
  * figures); a durable batch first waits briefly for the callers the
  * last one served, so that N writers in a loop share one fsync rather
- * than two (batch_gather_locked()). Reads never wait for the writer: each
+ * than two (batch_gather_locked(); only the op that completes the
+ * group wakes it, not each one). Reads never wait for the writer: each
  * thread reads through its own read-only connection (WAL readers see the
  * last committed snapshot), found through a per-store pthread key whose
  * destructor hands the connection back to the store's pool when the thread
@@ -130,7 +135,9 @@ struct op {
 	struct store_meta meta; /* out (put) */
 	int rc;			/* out */
 	bool done;		/* L: store.lock */
-	pthread_cond_t cond;	/* signalled (under store.lock) when done */
+	bool lead;		/* L: store.lock; run the queue (handed_off) */
+	pthread_cond_t cond;	/* signalled (under store.lock) when done or
+				 * when lead is set */
 	struct op *next;	/* L: store.lock while queued */
 };
 
@@ -1559,12 +1566,16 @@ static void batch_gather_locked(struct store *st, struct op *batch)
 			st->queue = NULL;
 			st->tail = &st->queue;
 		}
+		/* the op that completes the target wakes us, no other */
+		st->gather_left =
+			n < st->group_target ? st->group_target - n : 0;
 		if (n >= st->group_target || st->stopping ||
 		    pthread_cond_timedwait(&st->gather, &st->lock, &ts) ==
 			    ETIMEDOUT)
 			break;
 	}
 	st->gathering = false;
+	st->gather_left = 0;
 	if (st->queue) { /* queued after the last look */
 		last->next = st->queue;
 		st->queue = NULL;
@@ -1596,9 +1607,39 @@ static void batch_done_locked(struct store *st, struct op *batch)
 		op->done = true;
 		pthread_cond_signal(&op->cond);
 	}
+	if (st->queue) {
+		/*
+		 * The next batch is led by the caller of its first op, which
+		 * has to be woken anyway: one wake-up fewer per batch than
+		 * waking the writer thread, which would then wake that caller
+		 * too. busy stays set until it has taken the queue, so
+		 * nobody else takes it meanwhile (handed_off()).
+		 */
+		st->queue->lead = true;
+		pthread_cond_signal(&st->queue->cond);
+		return;
+	}
 	st->busy = false;
-	if (st->queue || st->stopping)
-		pthread_cond_signal(&st->wake); /* the writer takes over */
+	if (st->stopping)
+		pthread_cond_signal(&st->wake); /* the writer exits */
+}
+
+/*
+ * Runs the queue as one batch on the calling thread, which holds lock and
+ * owns busy (an idle store, or a batch handed to it by batch_done_locked());
+ * the first queued op is the caller's, op.
+ */
+static void lead_locked(struct store *st, struct op *op)
+{
+	struct op *batch = take_batch_locked(st);
+
+	assert(batch == op);
+	(void)op;
+	batch_gather_locked(st, batch);
+	pthread_mutex_unlock(&st->lock);
+	batch_run(st, batch);
+	pthread_mutex_lock(&st->lock);
+	batch_done_locked(st, batch);
 }
 
 static void *writer_main(void *arg)
@@ -1631,6 +1672,7 @@ static int submit(struct store *st, struct op *op)
 	int rc;
 
 	op->done = false;
+	op->lead = false;
 	op->next = NULL;
 	op->rc = 0;
 	if (st->read_only)
@@ -1655,21 +1697,23 @@ static int submit(struct store *st, struct op *op)
 		 * thread, instead of two hand-offs to the writer thread and
 		 * back (each a context switch on a busy machine). Callers
 		 * that come meanwhile queue up and form the next batch, which
-		 * the writer thread runs: group commit as before.
+		 * the caller of their first op leads when this batch is
+		 * done: group commit as before.
 		 */
-		take_batch_locked(st);
-		batch_gather_locked(st, op);
-		pthread_mutex_unlock(&st->lock);
-		batch_run(st, op);
-		pthread_mutex_lock(&st->lock);
-		batch_done_locked(st, op);
+		lead_locked(st, op);
 	} else if (!st->busy) {
 		pthread_cond_signal(&st->wake);
-	} else if (st->gathering) {
+	} else if (st->gathering && st->gather_left && --st->gather_left == 0) {
 		pthread_cond_signal(&st->gather);
 	}
-	while (!op->done)
+	while (!op->done) {
+		if (op->lead) { /* handed the queue: see batch_done_locked() */
+			op->lead = false;
+			lead_locked(st, op);
+			continue;
+		}
 		pthread_cond_wait(&op->cond, &st->lock);
+	}
 	rc = op->rc;
 out:
 	pthread_mutex_unlock(&st->lock);

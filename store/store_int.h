@@ -136,6 +136,7 @@ struct store {
 	bool busy;		  /* L: lock; a batch is running */
 	pthread_cond_t gather;	  /* a durable batch waits for peers */
 	bool gathering;		  /* L: lock; one waits on gather */
+	unsigned gather_left;	  /* L: lock; ops it still waits for */
 	unsigned group_target;	  /* L: lock; ops a durable batch waits
 				   * for (sqlite.c, batch_gather_locked) */
 	bool stopping;		  /* L: lock */

@@ -10,6 +10,7 @@
  * needs. The ENOSPC test forks a child that mounts a 1 MiB tmpfs in a
  * private mount namespace; it is skipped where that is not allowed.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -660,6 +661,82 @@ static void test_group_commit_batches_concurrent_puts(void **state)
 }
 
 /*
+ * Voluntary context switches of the store's writer thread (named
+ * regionfs-store; the fixture has one store open), or -1 if not found;
+ * *sleeping: it is in state S.
+ */
+static long writer_thread_switches(bool *sleeping)
+{
+	char path[320], comm[32], line[128], state = 0;
+	long n = -1;
+	struct dirent *de;
+	FILE *fp;
+	DIR *d = opendir("/proc/self/task");
+
+	if (!d)
+		return -1;
+	while (n < 0 && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm",
+			 de->d_name);
+		fp = fopen(path, "r");
+		if (!fp)
+			continue;
+		if (!fgets(comm, sizeof(comm), fp))
+			comm[0] = '\0';
+		fclose(fp);
+		if (strcmp(comm, "regionfs-store\n"))
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/status",
+			 de->d_name);
+		fp = fopen(path, "r");
+		while (fp && fgets(line, sizeof(line), fp)) {
+			if (sscanf(line, "State: %c", &state) == 1)
+				continue;
+			if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) ==
+			    1)
+				break;
+		}
+		if (fp)
+			fclose(fp);
+	}
+	closedir(d);
+	*sleeping = state == 'S';
+	return n;
+}
+
+/*
+ * A batch that queued while another ran is led by the caller of its
+ * first op, which is woken anyway, not by the writer thread: the writer
+ * thread sleeps through a run of concurrent puts that batch (max_batch >
+ * 1: some batch queued behind another). Before, every such batch woke
+ * the writer thread, which then woke the callers: one wake-up more.
+ */
+static void test_group_commit_hands_batches_to_callers(void **state)
+{
+	struct fixture *f = *state;
+	struct store_stats s;
+	long before, after;
+	bool sleeping = false;
+	int i;
+
+	/* until the new writer thread sleeps for the first time */
+	for (i = 0; i < 10000 && !sleeping; i++) {
+		before = writer_thread_switches(&sleeping);
+		assert_true(before >= 0);
+		if (!sleeping)
+			usleep(1000);
+	}
+	assert_true(sleeping);
+	gc_run(f, GC_THREADS, 0);
+	after = writer_thread_switches(&sleeping);
+	store_stats(f->st, &s);
+	assert_true(s.max_batch > 1);
+	assert_int_equal(after, before);
+}
+
+/*
  * Four writers of durable puts in a closed loop share their fsyncs: a
  * durable batch waits (briefly) for the writers the last one served,
  * so they commit in groups of about four. Without the wait they settle
@@ -1211,6 +1288,7 @@ int main(void)
 		T(test_group_commit_batches_concurrent_puts),
 		T(test_failing_op_does_not_fail_its_batch),
 		T(test_durable_writes_and_sync),
+		T(test_group_commit_hands_batches_to_callers),
 		T(test_durable_writers_share_commits),
 		T(test_triggers_fill_metadata_for_outside_writes),
 		T(test_feed_reports_outside_changes_only),
