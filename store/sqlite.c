@@ -1189,13 +1189,30 @@ static void batch_fail(struct store *st, struct op *batch, int err, bool lost)
  * its savepoint and reported here: an error does not always undo what the
  * statement did (a put whose RETURNING row was read and whose last step
  * then failed with NOMEM was committed with the batch, measured with
- * tests/fault/faultinj.so, while its caller got ENOMEM).
+ * tests/fault/faultinj.so, while its caller got ENOMEM). A batch of one
+ * op (every commit of a lone writer) runs it without a savepoint: if it
+ * fails, *undo is set and the caller rolls the whole transaction back
+ * instead of committing it, which undoes no less. (The savepoint and its
+ * release were two statements more per commit, each opening and closing
+ * the pager's savepoint journal state: 5% of the instructions of a
+ * store_put under callgrind.)
  */
-static int batch_apply(struct store *st, struct op *batch)
+static int batch_apply(struct store *st, struct op *batch, bool *undo)
 {
 	struct op *op;
 	int rc;
 
+	*undo = false;
+	if (!batch->next && !(batch->kind == OP_PUT && st->puts_held)) {
+		batch->rc = op_run(st, batch);
+		if (batch->rc && sqlite3_get_autocommit(st->wdb))
+			return batch->rc;
+		if (batch->rc) {
+			op_report(st, batch, NULL);
+			*undo = true;
+		}
+		return 0;
+	}
 	for (op = batch; op; op = op->next) {
 		if (op->kind == OP_PUT && st->puts_held) {
 			op->rc = -ENOSPC;
@@ -1287,6 +1304,7 @@ static int wal_sync(struct store *st)
 static int batch_txn(struct store *st, struct op *batch,
 		     const struct batch_info *bi)
 {
+	bool undo = false;
 	int64_t lo, hi;
 	int rc;
 
@@ -1295,7 +1313,14 @@ static int batch_txn(struct store *st, struct op *batch,
 		return store__sqlerr(st->wdb, rc);
 	rc = store__step_int(st->wdb, st->w[W_HEAD], &lo);
 	if (rc == 0)
-		rc = batch_apply(st, batch);
+		rc = batch_apply(st, batch, &undo);
+	if (rc == 0 && undo) { /* its lone op failed: nothing to commit */
+		rc = wstep(st, W_ROLLBACK);
+		if (rc == 0) {
+			batch_account(st, batch, bi);
+			return 0;
+		}
+	}
 	if (rc == 0)
 		rc = store__step_int(st->wdb, st->w[W_HEAD], &hi);
 	if (rc == 0)
