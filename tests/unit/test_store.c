@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -33,6 +34,7 @@
 #include <sqlite3.h>
 
 #include "store.h"
+#include "store_int.h"
 #include "store_helpers.h"
 
 struct fixture {
@@ -572,6 +574,102 @@ static void test_region_usage_counts_keys_and_bytes(void **state)
 	assert_int_equal(store_region_usage(f->st, "r2", &n, &b), 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(b, 5);
+}
+
+/* ---- read connections ---------------------------------------------------- */
+
+/* Page cache misses of every read connection of st so far. */
+static long read_misses(struct store *st)
+{
+	struct rconn *rc;
+	int cur, hi;
+	long n = 0;
+
+	pthread_mutex_lock(&st->pool_lock);
+	for (rc = st->conns; rc; rc = rc->next_all)
+		if (sqlite3_db_status(rc->db, SQLITE_DBSTATUS_CACHE_MISS, &cur,
+				      &hi, 0) == SQLITE_OK)
+			n += cur;
+	pthread_mutex_unlock(&st->pool_lock);
+	return n;
+}
+
+#define TURN_THREADS 4
+
+struct turn_arg {
+	struct store *st;
+	pthread_barrier_t *ready, *end;
+	sem_t *mine, *next; /* my turn; the next thread's */
+	int rc;
+};
+
+/* Prepares, then one read in its turn, then lives until all have read. */
+static void *turn_main(void *arg)
+{
+	struct turn_arg *a = arg;
+	struct store_meta m;
+
+	a->rc = store_thread_prepare(a->st);
+	pthread_barrier_wait(a->ready);
+	sem_wait(a->mine);
+	if (a->rc == 0)
+		a->rc = store_stat(a->st, "r", "k", 1, &m);
+	sem_post(a->next);
+	pthread_barrier_wait(a->end);
+	return NULL;
+}
+
+/*
+ * After a commit, threads that take turns reading read through the
+ * connection used last, whose page cache already holds the new snapshot:
+ * only the first read misses pages. With a connection per thread, each
+ * thread's first read after the commit read the pages again.
+ */
+static void test_reads_share_the_connection_used_last(void **state)
+{
+	struct fixture *f = *state;
+	struct turn_arg args[TURN_THREADS];
+	pthread_t t[TURN_THREADS];
+	sem_t turn[TURN_THREADS + 1], first;
+	pthread_barrier_t ready, end;
+	long m0, m1, m2;
+	int i;
+
+	pthread_barrier_init(&ready, NULL, TURN_THREADS + 1);
+	pthread_barrier_init(&end, NULL, TURN_THREADS);
+	for (i = 0; i <= TURN_THREADS; i++)
+		sem_init(&turn[i], 0, 0);
+	sem_init(&first, 0, 0);
+	for (i = 0; i < TURN_THREADS; i++) {
+		args[i] = (struct turn_arg){f->st,    &ready,	    &end,
+					    &turn[i], &turn[i + 1], -1};
+		if (i == 0) /* the first tells this thread, which goes on */
+			args[i].next = &first;
+		assert_int_equal(
+			pthread_create(&t[i], NULL, turn_main, &args[i]), 0);
+	}
+	pthread_barrier_wait(&ready); /* every thread's connection is open */
+	assert_int_equal(put_str(f->st, "r", "k", "v", NULL), 0);
+	m0 = read_misses(f->st);
+	sem_post(&turn[0]);
+	sem_wait(&first); /* the first read is done */
+	m1 = read_misses(f->st);
+	sem_post(&turn[1]);
+	sem_wait(&turn[TURN_THREADS]); /* every thread has read */
+	m2 = read_misses(f->st);
+	for (i = 0; i < TURN_THREADS; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(args[i].rc, 0);
+	}
+	print_message("page cache misses: first read %ld, the other %d %ld\n",
+		      m1 - m0, TURN_THREADS - 1, m2 - m1);
+	assert_true(m1 > m0);
+	assert_int_equal(m2, m1);
+	for (i = 0; i <= TURN_THREADS; i++)
+		sem_destroy(&turn[i]);
+	sem_destroy(&first);
+	pthread_barrier_destroy(&ready);
+	pthread_barrier_destroy(&end);
 }
 
 /* ---- group commit ------------------------------------------------------- */
@@ -1288,6 +1386,7 @@ int main(void)
 		T(test_group_commit_batches_concurrent_puts),
 		T(test_failing_op_does_not_fail_its_batch),
 		T(test_durable_writes_and_sync),
+		T(test_reads_share_the_connection_used_last),
 		T(test_group_commit_hands_batches_to_callers),
 		T(test_durable_writers_share_commits),
 		T(test_triggers_fill_metadata_for_outside_writes),
