@@ -19,17 +19,27 @@
  * caller runs it itself (leader/follower): no hand-off to another thread
  * and back, which cost two context switches per commit, more than half of
  * the daemon's time in a create-heavy profile. Otherwise it sleeps on the
- * op's condition variable, and the writer thread takes the whole queue
- * once the running batch is done, runs it in one BEGIN IMMEDIATE ...
- * COMMIT (group commit), then wakes every caller. While a batch commits,
+ * op's condition variable; once the running batch is done, the caller of
+ * the first queued op is woken to lead the next one: it takes the whole
+ * queue, runs it in one BEGIN IMMEDIATE ... COMMIT (group commit), then
+ * wakes every other caller. (Waking the writer thread for it instead cost
+ * one wake-up more per batch, as that caller had to be woken anyway; the
+ * writer thread now only takes a queue that nobody leads, and exits at
+ * close.) While a batch commits,
  * new callers queue up, so the batch grows with the load: with 8
  * writers, far fewer commits than puts (stress_store prints the
  * figures); a durable batch first waits briefly for the callers the
  * last one served, so that N writers in a loop share one fsync rather
- * than two (batch_gather_locked()). Reads never wait for the writer: each
- * thread reads through its own read-only connection (WAL readers see the
- * last committed snapshot), found through a per-store pthread key whose
- * destructor hands the connection back to the store's pool when the thread
+ * than two (batch_gather_locked(); only the op that completes the
+ * group wakes it, not each one). Reads never wait for the writer: they
+ * go through read-only connections (WAL readers see the last committed
+ * snapshot). A load, stat, listing or usage takes the pool's idle
+ * connection used last, and gives it back after (rconn_take(): its page
+ * cache holds the newest snapshot, while the others' caches are dropped
+ * at their next read after a commit; every thread that reads lends the
+ * pool one connection, so there are as many as with one per thread); the
+ * change feed's calls use a connection of the calling thread's own, found through a per-store pthread key whose
+ * destructor hands the connection back to the idle ones when the thread
  * exits. Every read statement is reset right after use so that no read
  * transaction stays open to hold back WAL checkpoints; rows are copied out
  * before any callback runs.
@@ -71,7 +81,7 @@
  *
  * Locking (the map is at struct store, store_int.h): lock guards the op
  * queue and the published stats, and each caller sleeps on its op's cond
- * with it; pool_lock guards the read connection lists; ranges_lock (own
+ * with it; pool_lock guards the read connection lists and counts; ranges_lock (own
  * feed ranges) is taken here only by the writer around COMMIT. No function
  * holds two of them, none is held across a callback, and only ranges_lock
  * is held across SQLite work (one COMMIT).
@@ -130,7 +140,9 @@ struct op {
 	struct store_meta meta; /* out (put) */
 	int rc;			/* out */
 	bool done;		/* L: store.lock */
-	pthread_cond_t cond;	/* signalled (under store.lock) when done */
+	bool lead;		/* L: store.lock; run the queue (handed_off) */
+	pthread_cond_t cond;	/* signalled (under store.lock) when done or
+				 * when lead is set */
 	struct op *next;	/* L: store.lock while queued */
 };
 
@@ -670,7 +682,8 @@ static int rconn_open(struct store *st, struct rconn **out)
 	return 0;
 }
 
-/* The calling thread's read connection, opened or taken from the pool. */
+/* The calling thread's own read connection (changes.c), opened or taken
+ * from those of exited threads. */
 static int rconn_get(struct store *st, struct rconn **out)
 {
 	struct rconn *rc = pthread_getspecific(st->tls);
@@ -699,12 +712,136 @@ static int rconn_get(struct store *st, struct rconn **out)
 	return 0;
 }
 
-/* store_thread_prepare(): the calling thread's read connection, now. */
-static int sq_thread_prepare(struct store *st)
+/* pthread key destructor (lent): an exiting thread's lent connection
+ * stays in the pool, as a spare for the next thread to lend. */
+static void lender_exit(void *arg)
+{
+	struct store *st = arg;
+
+	pthread_mutex_lock(&st->pool_lock);
+	st->spare++;
+	pthread_mutex_unlock(&st->pool_lock);
+}
+
+/*
+ * The calling thread lends the pool one connection, unless it has: a
+ * spare one (see lender_exit()), or else a new one.
+ */
+static int rconn_lend(struct store *st)
 {
 	struct rconn *rc;
+	bool spare;
+	int err;
 
-	return rconn_get(st, &rc);
+	if (pthread_getspecific(st->lent))
+		return 0;
+	pthread_mutex_lock(&st->pool_lock);
+	spare = st->spare > 0;
+	st->spare -= spare;
+	pthread_mutex_unlock(&st->pool_lock);
+	if (!spare) {
+		err = rconn_open(st, &rc);
+		if (err)
+			return err;
+		pthread_mutex_lock(&st->pool_lock);
+		rc->next_free = st->warm;
+		st->warm = rc;
+		pthread_mutex_unlock(&st->pool_lock);
+	}
+	if (pthread_setspecific(st->lent, st)) {
+		lender_exit(st); /* lent all the same: a spare */
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * An idle pooled connection for one short read (load, stat, list,
+ * usage): the one given back last; rconn_give() returns it. Why not a
+ * connection of the thread's own: after each commit SQLite drops a
+ * connection's whole page cache at its next read, and the daemon's
+ * requests hop between worker threads, so every worker's connection read
+ * the database header and the index pages again after every commit (a
+ * rewrite and its read-back on one thread: 14.9 pread()s each, 8.2 now).
+ * The connection used last has read the newest snapshot: only the first
+ * read after a commit reads those pages again. Each thread that reads
+ * lends the pool one connection first (rconn_lend()), so there are as
+ * many as there were with one per thread, and one is always idle: at
+ * most the other lenders are reading.
+ */
+static int rconn_take(struct store *st, struct rconn **out)
+{
+	struct rconn *rc;
+	int err = rconn_lend(st);
+
+	if (err && err != -ENOMEM)
+		return err;
+	pthread_mutex_lock(&st->pool_lock);
+	rc = st->warm;
+	if (rc)
+		st->warm = rc->next_free;
+	pthread_mutex_unlock(&st->pool_lock);
+	if (!rc) { /* only after a failed pthread_setspecific() */
+		err = rconn_open(st, &rc);
+		if (err)
+			return err;
+	}
+	*out = rc;
+	return 0;
+}
+
+/* A connection of rconn_take() goes idle again, first in line. */
+static void rconn_give(struct store *st, struct rconn *rc)
+{
+	if (!rc)
+		return;
+	pthread_mutex_lock(&st->pool_lock);
+	rc->next_free = st->warm;
+	st->warm = rc;
+	pthread_mutex_unlock(&st->pool_lock);
+}
+
+/*
+ * store_thread_prepare(): the calling thread lends its connection to the
+ * pool now (the session loop calls it in each worker before its first
+ * request).
+ */
+static int sq_thread_prepare(struct store *st)
+{
+	return rconn_lend(st);
+}
+
+/* Statement idx of connection rc, prepared on first use. */
+static int rconn_stmt(struct rconn *rc, int idx, sqlite3_stmt **out)
+{
+	int err;
+
+	assert(idx >= 0 && idx < R_NSTMT);
+	if (!rc->stmt[idx]) {
+		err = sqlite3_prepare_v3(rc->db, read_sql[idx], -1,
+					 SQLITE_PREPARE_PERSISTENT,
+					 &rc->stmt[idx], NULL);
+		if (err != SQLITE_OK)
+			return store__sqlerr(rc->db, err);
+	}
+	*out = rc->stmt[idx];
+	return 0;
+}
+
+/*
+ * Statement idx of an idle connection (rconn_take()); *rcp gets it, to
+ * be given back with rconn_give() (also when this fails: *rcp NULL).
+ */
+static int pooled_stmt(struct store *st, int idx, struct rconn **rcp,
+		       sqlite3_stmt **out)
+{
+	int err = rconn_take(st, rcp);
+
+	if (err) {
+		*rcp = NULL;
+		return err;
+	}
+	return rconn_stmt(*rcp, idx, out);
 }
 
 /* Statement idx of the calling thread's read connection. */
@@ -804,7 +941,7 @@ static int sq_load(struct store *st, const char *region, const void *key,
 		   size_t klen, void **data, struct store_meta *meta)
 {
 	struct load_out o = {.data = data};
-	struct rconn *rc;
+	struct rconn *rc = NULL;
 	sqlite3_stmt *s;
 	int err;
 
@@ -813,9 +950,10 @@ static int sq_load(struct store *st, const char *region, const void *key,
 	if (err == 0)
 		err = store__lost(st);
 	if (err == 0)
-		err = store__rstmt(st, R_LOAD, &rc, &s);
+		err = pooled_stmt(st, R_LOAD, &rc, &s);
 	if (err == 0)
 		err = read_row(rc, s, "load", region, key, klen, load_row, &o);
+	rconn_give(st, rc);
 	if (err == 0 && meta)
 		*meta = o.meta;
 	return err;
@@ -825,7 +963,7 @@ static int sq_stat(struct store *st, const char *region, const void *key,
 		   size_t klen, struct store_meta *meta)
 {
 	struct store_meta m;
-	struct rconn *rc;
+	struct rconn *rc = NULL;
 	sqlite3_stmt *s;
 	int err;
 
@@ -833,9 +971,10 @@ static int sq_stat(struct store *st, const char *region, const void *key,
 	if (err == 0)
 		err = store__lost(st);
 	if (err == 0)
-		err = store__rstmt(st, R_STAT, &rc, &s);
+		err = pooled_stmt(st, R_STAT, &rc, &s);
 	if (err == 0)
 		err = read_row(rc, s, "stat", region, key, klen, stat_row, &m);
+	rconn_give(st, rc);
 	if (err == 0 && meta)
 		*meta = m;
 	return err;
@@ -857,9 +996,11 @@ static int sq_list_page(struct store *st, const char *region, const void *from,
 	err = store__lost(st);
 	if (err)
 		return err;
-	err = store__rstmt(st, R_LIST, &rc, &s);
-	if (err)
+	err = pooled_stmt(st, R_LIST, &rc, &s);
+	if (err) {
+		rconn_give(st, rc);
 		return err;
+	}
 	err = bind_rk(s, region, flen ? from : "", flen);
 	if (err == SQLITE_OK)
 		err = sqlite3_bind_int64(s, 3, (sqlite3_int64)want);
@@ -876,9 +1017,11 @@ static int sq_list_page(struct store *st, const char *region, const void *from,
 		err = SQLITE_OK;
 	}
 	sqlite3_reset(s);
-	return err == SQLITE_DONE ? 0
-				  : store__fail(st, rc->db, err, "list", region,
-						flen ? from : NULL, flen);
+	err = err == SQLITE_DONE ? 0
+				 : store__fail(st, rc->db, err, "list", region,
+					       flen ? from : NULL, flen);
+	rconn_give(st, rc);
+	return err;
 }
 
 static int sq_region_usage(struct store *st, const char *region,
@@ -891,10 +1034,13 @@ static int sq_region_usage(struct store *st, const char *region,
 	if (!region)
 		return -EINVAL;
 	err = store__lost(st);
-	if (err == 0)
-		err = store__rstmt(st, R_USAGE, &rc, &s);
 	if (err)
 		return err;
+	err = pooled_stmt(st, R_USAGE, &rc, &s);
+	if (err) {
+		rconn_give(st, rc);
+		return err;
+	}
 	err = sqlite3_bind_text(s, 1, region, -1, SQLITE_STATIC);
 	if (err == SQLITE_OK)
 		err = sqlite3_step(s);
@@ -904,10 +1050,13 @@ static int sq_region_usage(struct store *st, const char *region,
 	}
 	sqlite3_reset(s);
 	if (err == SQLITE_ROW)
-		return 0;
-	return err == SQLITE_DONE
-		       ? -EIO
-		       : store__fail(st, rc->db, err, "usage", region, NULL, 0);
+		err = 0;
+	else if (err == SQLITE_DONE)
+		err = -EIO;
+	else
+		err = store__fail(st, rc->db, err, "usage", region, NULL, 0);
+	rconn_give(st, rc);
+	return err;
 }
 
 /* ---- the writer thread ---------------------------------------------------- */
@@ -1182,13 +1331,30 @@ static void batch_fail(struct store *st, struct op *batch, int err, bool lost)
  * its savepoint and reported here: an error does not always undo what the
  * statement did (a put whose RETURNING row was read and whose last step
  * then failed with NOMEM was committed with the batch, measured with
- * tests/fault/faultinj.so, while its caller got ENOMEM).
+ * tests/fault/faultinj.so, while its caller got ENOMEM). A batch of one
+ * op (every commit of a lone writer) runs it without a savepoint: if it
+ * fails, *undo is set and the caller rolls the whole transaction back
+ * instead of committing it, which undoes no less. (The savepoint and its
+ * release were two statements more per commit, each opening and closing
+ * the pager's savepoint journal state: 5% of the instructions of a
+ * store_put under callgrind.)
  */
-static int batch_apply(struct store *st, struct op *batch)
+static int batch_apply(struct store *st, struct op *batch, bool *undo)
 {
 	struct op *op;
 	int rc;
 
+	*undo = false;
+	if (!batch->next && !(batch->kind == OP_PUT && st->puts_held)) {
+		batch->rc = op_run(st, batch);
+		if (batch->rc && sqlite3_get_autocommit(st->wdb))
+			return batch->rc;
+		if (batch->rc) {
+			op_report(st, batch, NULL);
+			*undo = true;
+		}
+		return 0;
+	}
 	for (op = batch; op; op = op->next) {
 		if (op->kind == OP_PUT && st->puts_held) {
 			op->rc = -ENOSPC;
@@ -1280,6 +1446,7 @@ static int wal_sync(struct store *st)
 static int batch_txn(struct store *st, struct op *batch,
 		     const struct batch_info *bi)
 {
+	bool undo = false;
 	int64_t lo, hi;
 	int rc;
 
@@ -1288,7 +1455,14 @@ static int batch_txn(struct store *st, struct op *batch,
 		return store__sqlerr(st->wdb, rc);
 	rc = store__step_int(st->wdb, st->w[W_HEAD], &lo);
 	if (rc == 0)
-		rc = batch_apply(st, batch);
+		rc = batch_apply(st, batch, &undo);
+	if (rc == 0 && undo) { /* its lone op failed: nothing to commit */
+		rc = wstep(st, W_ROLLBACK);
+		if (rc == 0) {
+			batch_account(st, batch, bi);
+			return 0;
+		}
+	}
 	if (rc == 0)
 		rc = store__step_int(st->wdb, st->w[W_HEAD], &hi);
 	if (rc == 0)
@@ -1559,12 +1733,16 @@ static void batch_gather_locked(struct store *st, struct op *batch)
 			st->queue = NULL;
 			st->tail = &st->queue;
 		}
+		/* the op that completes the target wakes us, no other */
+		st->gather_left =
+			n < st->group_target ? st->group_target - n : 0;
 		if (n >= st->group_target || st->stopping ||
 		    pthread_cond_timedwait(&st->gather, &st->lock, &ts) ==
 			    ETIMEDOUT)
 			break;
 	}
 	st->gathering = false;
+	st->gather_left = 0;
 	if (st->queue) { /* queued after the last look */
 		last->next = st->queue;
 		st->queue = NULL;
@@ -1596,9 +1774,39 @@ static void batch_done_locked(struct store *st, struct op *batch)
 		op->done = true;
 		pthread_cond_signal(&op->cond);
 	}
+	if (st->queue) {
+		/*
+		 * The next batch is led by the caller of its first op, which
+		 * has to be woken anyway: one wake-up fewer per batch than
+		 * waking the writer thread, which would then wake that caller
+		 * too. busy stays set until it has taken the queue, so
+		 * nobody else takes it meanwhile (handed_off()).
+		 */
+		st->queue->lead = true;
+		pthread_cond_signal(&st->queue->cond);
+		return;
+	}
 	st->busy = false;
-	if (st->queue || st->stopping)
-		pthread_cond_signal(&st->wake); /* the writer takes over */
+	if (st->stopping)
+		pthread_cond_signal(&st->wake); /* the writer exits */
+}
+
+/*
+ * Runs the queue as one batch on the calling thread, which holds lock and
+ * owns busy (an idle store, or a batch handed to it by batch_done_locked());
+ * the first queued op is the caller's, op.
+ */
+static void lead_locked(struct store *st, struct op *op)
+{
+	struct op *batch = take_batch_locked(st);
+
+	assert(batch == op);
+	(void)op;
+	batch_gather_locked(st, batch);
+	pthread_mutex_unlock(&st->lock);
+	batch_run(st, batch);
+	pthread_mutex_lock(&st->lock);
+	batch_done_locked(st, batch);
 }
 
 static void *writer_main(void *arg)
@@ -1631,6 +1839,7 @@ static int submit(struct store *st, struct op *op)
 	int rc;
 
 	op->done = false;
+	op->lead = false;
 	op->next = NULL;
 	op->rc = 0;
 	if (st->read_only)
@@ -1655,21 +1864,23 @@ static int submit(struct store *st, struct op *op)
 		 * thread, instead of two hand-offs to the writer thread and
 		 * back (each a context switch on a busy machine). Callers
 		 * that come meanwhile queue up and form the next batch, which
-		 * the writer thread runs: group commit as before.
+		 * the caller of their first op leads when this batch is
+		 * done: group commit as before.
 		 */
-		take_batch_locked(st);
-		batch_gather_locked(st, op);
-		pthread_mutex_unlock(&st->lock);
-		batch_run(st, op);
-		pthread_mutex_lock(&st->lock);
-		batch_done_locked(st, op);
+		lead_locked(st, op);
 	} else if (!st->busy) {
 		pthread_cond_signal(&st->wake);
-	} else if (st->gathering) {
+	} else if (st->gathering && st->gather_left && --st->gather_left == 0) {
 		pthread_cond_signal(&st->gather);
 	}
-	while (!op->done)
+	while (!op->done) {
+		if (op->lead) { /* handed the queue: see batch_done_locked() */
+			op->lead = false;
+			lead_locked(st, op);
+			continue;
+		}
 		pthread_cond_wait(&op->cond, &st->lock);
+	}
 	rc = op->rc;
 out:
 	pthread_mutex_unlock(&st->lock);
@@ -1848,6 +2059,10 @@ static int store_init(struct store *st, const char *path,
 	st->locks_ok = true;
 	if (pthread_key_create(&st->tls, rconn_release))
 		return -EAGAIN;
+	if (pthread_key_create(&st->lent, lender_exit)) {
+		pthread_key_delete(st->tls);
+		return -EAGAIN;
+	}
 	st->tls_ok = true;
 	return 0;
 }
@@ -1913,8 +2128,10 @@ static void sq_close(struct store *st)
 		pthread_join(st->writer, NULL);
 	}
 	store__ckpt_stop(st);
-	if (st->tls_ok)
+	if (st->tls_ok) {
 		pthread_key_delete(st->tls);
+		pthread_key_delete(st->lent);
+	}
 	for (rc = st->conns; rc; rc = next) {
 		next = rc->next_all;
 		rconn_close(rc);

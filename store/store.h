@@ -5,10 +5,9 @@
  * SOURCE. Everything below holds for both unless it names one.
  *
  * SQLite: one database file (WAL mode) holds every region's keys. Reads
- * run on the calling thread's own read connection; changes (put, delete,
- * rename) go through one writer thread that owns the only write
- * connection and commits concurrent callers' changes in one transaction
- * (group commit). Each change call returns only once its change is
+ * run on a read connection of their own while they last; changes (put,
+ * delete, rename) go through the only write connection, which commits
+ * concurrent callers' changes in one transaction (group commit). Each change call returns only once its change is
  * committed.
  *
  * PostgreSQL (pg.c): the same calls over libpq. Reads on a small pool of
@@ -158,7 +157,7 @@ const char *store_backend_name(struct store *st);
 void store_close(struct store *st);
 
 /*
- * Reads a row on this thread's read connection. On success *data holds a
+ * Reads a row on a read connection (sqlite.c). On success *data holds a
  * malloc()ed copy of the value (NULL when the value is empty) that the
  * caller frees, and *meta (if not NULL) its metadata. -ENOENT if absent.
  */
@@ -448,10 +447,10 @@ const char *store_err_kind_name(enum store_err_kind kind);
 bool store_file_lost(struct store *st);
 
 /*
- * Opens now whatever the calling thread reads through (SQLite: its own
- * read connection, 2 fds and a page cache), instead of at its first read,
- * so that a fixed pool of threads holds all of its resources from its
- * start (fs/loop.c). PostgreSQL: nothing (its connections are a pool of
+ * Opens now what the calling thread will read through (SQLite: one more
+ * idle read connection, 2 fds and a page cache, which any thread's read
+ * may take), instead of at a first read, so that a fixed pool of threads
+ * holds all of its resources from its start (fs/loop.c). PostgreSQL: nothing (its connections are a pool of
  * their own). 0 or -errno; a failure is no harm: the first read tries
  * again.
  */

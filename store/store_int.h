@@ -3,7 +3,7 @@
  * see. (dispatch.c dispatches store.h to the backends, store_ops.h; pg.c is
  * the PostgreSQL backend, with its own struct.)
  *
- *   sqlite.c   open/schema, per-thread read connections, reads and
+ *   sqlite.c   open/schema, the read connections, reads and
  *              listing, the writer thread with group commit, the change
  *              calls
  *   changes.c  the change feed (store_changes*()) and the own-change
@@ -70,12 +70,12 @@ enum {
 struct op;   /* a queued change: sqlite.c */
 struct ckpt; /* the checkpointer: checkpoint.c */
 
-/* One thread's read connection. */
+/* A read connection: idle, taken for one read, or one thread's own. */
 struct rconn {
 	struct store *st;	     /* immutable */
 	sqlite3 *db;		     /* immutable */
-	sqlite3_stmt *stmt[R_NSTMT]; /* owner thread only */
-	bool dv_valid;		     /* owner thread only: next two set */
+	sqlite3_stmt *stmt[R_NSTMT]; /* the thread holding it only */
+	bool dv_valid;		     /* likewise: next two set */
 	int64_t dv;		     /* data_version at the last full poll */
 	uint64_t dv_head;	     /* feed cursor after that poll */
 	struct rconn *next_all;	     /* L: store.pool_lock */
@@ -109,8 +109,8 @@ struct store {
 	uint64_t reserve_bytes;
 	dev_t side_dev[2]; /* its -wal and -shm files (0/0: none seen) */
 	ino_t side_ino[2];
-	pthread_key_t tls; /* -> this thread's struct rconn */
-	bool tls_ok, locks_ok, thread_ok;
+	pthread_key_t tls;		  /* -> this thread's struct rconn */
+	bool tls_ok, locks_ok, thread_ok; /* tls_ok: tls and lent */
 	pthread_t writer;
 	struct ckpt *ckpt; /* NULL: none (read-only) */
 
@@ -136,6 +136,7 @@ struct store {
 	bool busy;		  /* L: lock; a batch is running */
 	pthread_cond_t gather;	  /* a durable batch waits for peers */
 	bool gathering;		  /* L: lock; one waits on gather */
+	unsigned gather_left;	  /* L: lock; ops it still waits for */
 	unsigned group_target;	  /* L: lock; ops a durable batch waits
 				   * for (sqlite.c, batch_gather_locked) */
 	bool stopping;		  /* L: lock */
@@ -149,6 +150,11 @@ struct store {
 	pthread_mutex_t pool_lock;
 	struct rconn *conns; /* L: pool_lock; every read connection */
 	struct rconn *idle;  /* L: pool_lock; owned by no thread */
+	struct rconn *warm;  /* L: pool_lock; the pool's idle ones, the
+			      * one given back last first (rconn_take) */
+	unsigned spare;	     /* L: pool_lock; pooled ones lent by threads
+			      * that have exited */
+	pthread_key_t lent;  /* non-NULL: this thread lent one */
 
 	atomic_bool lost; /* the file was deleted or replaced: sticky */
 	atomic_uint_fast64_t errs[STORE_ERR_NKINDS]; /* relaxed counters */

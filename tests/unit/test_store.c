@@ -10,11 +10,13 @@
  * needs. The ENOSPC test forks a child that mounts a 1 MiB tmpfs in a
  * private mount namespace; it is skipped where that is not allowed.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -32,6 +34,7 @@
 #include <sqlite3.h>
 
 #include "store.h"
+#include "store_int.h"
 #include "store_helpers.h"
 
 struct fixture {
@@ -573,6 +576,102 @@ static void test_region_usage_counts_keys_and_bytes(void **state)
 	assert_int_equal(b, 5);
 }
 
+/* ---- read connections ---------------------------------------------------- */
+
+/* Page cache misses of every read connection of st so far. */
+static long read_misses(struct store *st)
+{
+	struct rconn *rc;
+	int cur, hi;
+	long n = 0;
+
+	pthread_mutex_lock(&st->pool_lock);
+	for (rc = st->conns; rc; rc = rc->next_all)
+		if (sqlite3_db_status(rc->db, SQLITE_DBSTATUS_CACHE_MISS, &cur,
+				      &hi, 0) == SQLITE_OK)
+			n += cur;
+	pthread_mutex_unlock(&st->pool_lock);
+	return n;
+}
+
+#define TURN_THREADS 4
+
+struct turn_arg {
+	struct store *st;
+	pthread_barrier_t *ready, *end;
+	sem_t *mine, *next; /* my turn; the next thread's */
+	int rc;
+};
+
+/* Prepares, then one read in its turn, then lives until all have read. */
+static void *turn_main(void *arg)
+{
+	struct turn_arg *a = arg;
+	struct store_meta m;
+
+	a->rc = store_thread_prepare(a->st);
+	pthread_barrier_wait(a->ready);
+	sem_wait(a->mine);
+	if (a->rc == 0)
+		a->rc = store_stat(a->st, "r", "k", 1, &m);
+	sem_post(a->next);
+	pthread_barrier_wait(a->end);
+	return NULL;
+}
+
+/*
+ * After a commit, threads that take turns reading read through the
+ * connection used last, whose page cache already holds the new snapshot:
+ * only the first read misses pages. With a connection per thread, each
+ * thread's first read after the commit read the pages again.
+ */
+static void test_reads_share_the_connection_used_last(void **state)
+{
+	struct fixture *f = *state;
+	struct turn_arg args[TURN_THREADS];
+	pthread_t t[TURN_THREADS];
+	sem_t turn[TURN_THREADS + 1], first;
+	pthread_barrier_t ready, end;
+	long m0, m1, m2;
+	int i;
+
+	pthread_barrier_init(&ready, NULL, TURN_THREADS + 1);
+	pthread_barrier_init(&end, NULL, TURN_THREADS);
+	for (i = 0; i <= TURN_THREADS; i++)
+		sem_init(&turn[i], 0, 0);
+	sem_init(&first, 0, 0);
+	for (i = 0; i < TURN_THREADS; i++) {
+		args[i] = (struct turn_arg){f->st,    &ready,	    &end,
+					    &turn[i], &turn[i + 1], -1};
+		if (i == 0) /* the first tells this thread, which goes on */
+			args[i].next = &first;
+		assert_int_equal(
+			pthread_create(&t[i], NULL, turn_main, &args[i]), 0);
+	}
+	pthread_barrier_wait(&ready); /* every thread's connection is open */
+	assert_int_equal(put_str(f->st, "r", "k", "v", NULL), 0);
+	m0 = read_misses(f->st);
+	sem_post(&turn[0]);
+	sem_wait(&first); /* the first read is done */
+	m1 = read_misses(f->st);
+	sem_post(&turn[1]);
+	sem_wait(&turn[TURN_THREADS]); /* every thread has read */
+	m2 = read_misses(f->st);
+	for (i = 0; i < TURN_THREADS; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(args[i].rc, 0);
+	}
+	print_message("page cache misses: first read %ld, the other %d %ld\n",
+		      m1 - m0, TURN_THREADS - 1, m2 - m1);
+	assert_true(m1 > m0);
+	assert_int_equal(m2, m1);
+	for (i = 0; i <= TURN_THREADS; i++)
+		sem_destroy(&turn[i]);
+	sem_destroy(&first);
+	pthread_barrier_destroy(&ready);
+	pthread_barrier_destroy(&end);
+}
+
 /* ---- group commit ------------------------------------------------------- */
 
 #define GC_THREADS 8
@@ -657,6 +756,82 @@ static void test_group_commit_batches_concurrent_puts(void **state)
 			assert_value(f->st, "gc", key, val, strlen(val));
 		}
 	}
+}
+
+/*
+ * Voluntary context switches of the store's writer thread (named
+ * regionfs-store; the fixture has one store open), or -1 if not found;
+ * *sleeping: it is in state S.
+ */
+static long writer_thread_switches(bool *sleeping)
+{
+	char path[320], comm[32], line[128], state = 0;
+	long n = -1;
+	struct dirent *de;
+	FILE *fp;
+	DIR *d = opendir("/proc/self/task");
+
+	if (!d)
+		return -1;
+	while (n < 0 && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm",
+			 de->d_name);
+		fp = fopen(path, "r");
+		if (!fp)
+			continue;
+		if (!fgets(comm, sizeof(comm), fp))
+			comm[0] = '\0';
+		fclose(fp);
+		if (strcmp(comm, "regionfs-store\n"))
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/status",
+			 de->d_name);
+		fp = fopen(path, "r");
+		while (fp && fgets(line, sizeof(line), fp)) {
+			if (sscanf(line, "State: %c", &state) == 1)
+				continue;
+			if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) ==
+			    1)
+				break;
+		}
+		if (fp)
+			fclose(fp);
+	}
+	closedir(d);
+	*sleeping = state == 'S';
+	return n;
+}
+
+/*
+ * A batch that queued while another ran is led by the caller of its
+ * first op, which is woken anyway, not by the writer thread: the writer
+ * thread sleeps through a run of concurrent puts that batch (max_batch >
+ * 1: some batch queued behind another). Before, every such batch woke
+ * the writer thread, which then woke the callers: one wake-up more.
+ */
+static void test_group_commit_hands_batches_to_callers(void **state)
+{
+	struct fixture *f = *state;
+	struct store_stats s;
+	long before, after;
+	bool sleeping = false;
+	int i;
+
+	/* until the new writer thread sleeps for the first time */
+	for (i = 0; i < 10000 && !sleeping; i++) {
+		before = writer_thread_switches(&sleeping);
+		assert_true(before >= 0);
+		if (!sleeping)
+			usleep(1000);
+	}
+	assert_true(sleeping);
+	gc_run(f, GC_THREADS, 0);
+	after = writer_thread_switches(&sleeping);
+	store_stats(f->st, &s);
+	assert_true(s.max_batch > 1);
+	assert_int_equal(after, before);
 }
 
 /*
@@ -1211,6 +1386,8 @@ int main(void)
 		T(test_group_commit_batches_concurrent_puts),
 		T(test_failing_op_does_not_fail_its_batch),
 		T(test_durable_writes_and_sync),
+		T(test_reads_share_the_connection_used_last),
+		T(test_group_commit_hands_batches_to_callers),
 		T(test_durable_writers_share_commits),
 		T(test_triggers_fill_metadata_for_outside_writes),
 		T(test_feed_reports_outside_changes_only),
