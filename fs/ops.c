@@ -52,8 +52,8 @@
  *    (its first page-cache open, inode.c "Filling": the kernel can hold
  *    no page of it yet) stores the value into the kernel's page cache
  *    with FUSE_NOTIFY_STORE (rfs_rhandle_fill(), handle.c) before the
- *    OPEN's reply, for values of 1 byte to RFS_FILL_MAX (1 MiB; larger
- *    ones, and empty ones, keep the READ path). Only the anchor's bytes
+ *    OPEN's reply, for values of 1 byte to RFS_FILL_MAX (128 KiB, where
+ *    it pays: fs.h; larger ones, and empty ones, keep the READ path). Only the anchor's bytes
  *    are stored, so a commit between LOOKUP and OPEN, an outside change,
  *    an inode that stopped granting the page cache store nothing (their
  *    opens are direct), and an open that truncates or writes is a

@@ -15,8 +15,8 @@
 #  - a value of a few pages and a bit (the last page partly filled), read
 #    whole, by its tail, and through mmap; its size as written (the
 #    store does not extend it);
-#  - an empty value and one over the bound (1 MiB + 1 byte): not stored,
-#    READ serves them, whole;
+#  - one at the bound (128 KiB): stored; an empty value and one over the
+#    bound (128 KiB + 1 byte): not stored, READ serves them, whole;
 #  - kernel_fills and kernel_fill_bytes count the stores,
 #    kernel_fill_failures none.
 
@@ -161,8 +161,19 @@ rfs_ok "$SIZE bytes: stored whole, read whole, by the tail and mapped, no READ"
 
 # ---- not stored: empty, and over the bound -------------------------------------------
 
+EDGE=$((128 * 1024))
+fill "$W/edge" E $EDGE
+cp "$W/edge" "$R/edge" || rfs_fail "write edge"
+rfs_stat f0 "$S" kernel_fills
+mark
+same "$R/edge" "$W/edge" "read of edge"
+rfs_stat f1 "$S" kernel_fills
+expect "kernel_fills of $EDGE bytes" $((f1 - f0)) 1
+expect "READs of $EDGE bytes" "$(ops READ)" 0
+rfs_ok "$EDGE bytes, the bound: stored"
+
 : >"$R/e" || rfs_fail "write e"
-BIG=$((1024 * 1024 + 1))
+BIG=$((EDGE + 1))
 fill "$W/big" B $BIG
 cp "$W/big" "$R/big" || rfs_fail "write big"
 rfs_stat f0 "$S" kernel_fills
