@@ -921,11 +921,11 @@ int rfs_rhandle_open(struct rfs_region *rr, fuse_ino_t ino,
  * the store saves that request (and the GETATTR its atime costs). Past
  * it, the kernel's READs run ahead while the reader copies, and the
  * store, which fills single pages one by one in the daemon's own call,
- * cost more CPU per read (measured, not explained further): daemon + reader CPU per first read after a write,
- * base against the store, three interleaved runs on a loaded 2-vCPU VM
- * (256 MiB of values each): 4 KiB 131/96, 117/110, 133/84 us; 128 KiB
- * 572/517, 524/479, 542/634; 256 KiB 1130/1291, 1137/1309, 1199/937;
- * 1 MiB 5208/5549, 4216/4910, 3801/4448.
+ * cost more CPU per read (measured, not explained further). Daemon +
+ * reader CPU per first read after a write, base against the store, three
+ * interleaved runs on a loaded 2-vCPU VM (256 MiB of values each): 4 KiB
+ * 131/96, 117/110, 133/84 us; 128 KiB 572/517, 524/479, 542/634; 256 KiB
+ * 1130/1291, 1137/1309, 1199/937; 1 MiB 5208/5549, 4216/4910, 3801/4448.
  */
 #define RFS_FILL_MAX (128 * 1024)
 /*

@@ -96,11 +96,10 @@
  * LOOKUP. Pages enter a FUSE inode's cache only through READs on an open
  * file of it (read, fault, readahead; the RELEASE waits for them) and
  * through the store that fills it at a page-cache open, before that
- * open's reply (above), so an
- * inode is pristine from its creation until a handle that can read opens
- * it (counted in nreaders and rgen); READ on a write-only handle is
- * refused (ops.c), so posix_fadvise(WILLNEED), which the kernel allows
- * on one, fills nothing. A page or direct inode that a writer opens with
+ * open's reply (above), so an inode is pristine from its creation until a
+ * handle that can read opens it (counted in nreaders and rgen); READ on a
+ * write-only handle is refused (ops.c), so posix_fadvise(WILLNEED), which
+ * the kernel allows on one, fills nothing. A page or direct inode that a writer opens with
  * no readable handle open has all its pages dropped by the open (ops.c,
  * RFS_INVAL_ALL) and is pristine again unless a reader came in meanwhile
  * (rfs_inode_cleaned checks rgen). The LOOKUP that promotes sends the

@@ -53,15 +53,16 @@
  *    no page of it yet) stores the value into the kernel's page cache
  *    with FUSE_NOTIFY_STORE (rfs_rhandle_fill(), handle.c) before the
  *    OPEN's reply, for values of 1 byte to RFS_FILL_MAX (128 KiB, where
- *    it pays: fs.h; larger ones, and empty ones, keep the READ path). Only the anchor's bytes
- *    are stored, so a commit between LOOKUP and OPEN, an outside change,
- *    an inode that stopped granting the page cache store nothing (their
- *    opens are direct), and an open that truncates or writes is a
- *    writer's (direct, never stored). A READ marks the kernel's atime
- *    stale when it completes (fuse_invalidate_atime(), but on a read-only
- *    superblock), so the stat() or fstat() after a first read cost a
- *    GETATTR; with the store no READ happens, and a read after a write is
- *    LOOKUP, OPEN (+ RELEASE), the stat after it nothing. A failed store
+ *    it pays: fs.h; larger ones, and empty ones, keep the READ path).
+ *    Only the anchor's bytes are stored, so a commit between LOOKUP and
+ *    OPEN, an outside change, an inode that stopped granting the page
+ *    cache store nothing (their opens are direct), and an open that
+ *    truncates or writes is a writer's (direct, never stored). A READ
+ *    marks the kernel's atime stale when it completes
+ *    (fuse_invalidate_atime(), but on a read-only superblock), so the
+ *    stat() or fstat() after a first read cost a GETATTR; with the store
+ *    no READ happens, and a read after a write is LOOKUP, OPEN (+
+ *    RELEASE), the stat after it nothing. A failed store
  *    (counted in kernel_fill_failures) leaves READ to serve the rest.
  *    Measured (tests/bench/count_requests.sh -n 100, release builds):
  *    first read after a create LOOKUP, OPEN, READ, RELEASE before,
