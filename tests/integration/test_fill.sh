@@ -17,6 +17,7 @@
 #    store does not extend it);
 #  - one at the bound (128 KiB): stored; an empty value and one over the
 #    bound (128 KiB + 1 byte): not stored, READ serves them, whole;
+#  - eight readers racing to the first open of a new value all read it;
 #  - kernel_fills and kernel_fill_bytes count the stores,
 #    kernel_fill_failures none.
 
@@ -185,6 +186,28 @@ expect "kernel_fills of e and big" $((f1 - f0)) 0
 [ "$(ops READ)" -gt 0 ] || rfs_fail "big was read without READ"
 same "$R/big" "$W/big" "reread of big"
 rfs_ok "an empty value and one of $BIG bytes: not stored, READ serves them"
+
+# ---- readers racing to the first open ------------------------------------------------
+
+# Eight readers start together on a value just written: one open stores
+# it, the others wait for the store (inode.c) or find it done; each reads
+# the whole value.
+for round in 1 2 3 4 5 6 7 8 9 10; do
+	fill "$W/r" "$((round % 10))" 65536
+	cp "$W/r" "$R/r" || rfs_fail "write r (round $round)"
+	pids=()
+	for j in 1 2 3 4 5 6 7 8; do
+		cat "$R/r" >"$W/r.$j" &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do
+		wait "$p" || rfs_fail "a racing reader failed (round $round)"
+	done
+	for j in 1 2 3 4 5 6 7 8; do
+		same "$W/r.$j" "$W/r" "racing reader $j (round $round)"
+	done
+done
+rfs_ok "eight readers racing to a new value's first open, ten times: every byte right"
 
 rfs_stat x "$S" kernel_fill_failures
 expect "kernel_fill_failures" "$x" 0
