@@ -659,10 +659,16 @@ int rfs_inode_each_key(const char *region,
  * it in the page cache (keep_cache). Only bytes of the one value an
  * RFS_K_PAGE inode was first opened with ever enter its page cache; an
  * inode that cannot serve them any more becomes RFS_K_DIRECT. The handle
- * is counted until rfs_inode_close_read(). -ENOENT if ino is unknown.
+ * is counted until rfs_inode_close_read(). fill (may be NULL: not asked)
+ * gets true for the open that should store the value into the kernel's
+ * page cache before its reply (inode.c, "Filling"); it then calls
+ * rfs_inode_filled(), and until then every other read open of ino gets
+ * -EAGAIN (retry). -ENOENT if ino is unknown.
  */
 int rfs_inode_open_read(fuse_ino_t ino, struct region_value *v,
-			struct region_value **out, bool *pcache);
+			struct region_value **out, bool *pcache, bool *fill);
+/* The store that rfs_inode_open_read()'s *fill asked for is done. */
+void rfs_inode_filled(fuse_ino_t ino);
 /* The release of a handle opened by rfs_inode_open_read(). */
 void rfs_inode_close_read(fuse_ino_t ino, bool pcache);
 /*
@@ -739,6 +745,7 @@ struct rfs_inode_probe {
 	const struct region_value *pval; /* the page readers' value */
 	bool anchored;
 	bool pristine;
+	bool filling;
 	size_t ino_buckets, name_buckets; /* of the two hash tables */
 	unsigned markers;		  /* in use */
 };
@@ -802,6 +809,8 @@ struct rfs_rhandle {
 	struct region_value *v; /* one reference */
 	fuse_ino_t ino;		/* immutable */
 	bool pcache;		/* immutable: keep_cache, not direct_io */
+	bool fill;		/* the OPEN stores v into the kernel's page
+				 * cache (rfs_rhandle_fill()) */
 	struct rfs_pin pin;	/* v, counted in memory_pinned_bytes */
 };
 
@@ -908,6 +917,28 @@ extern unsigned rfs_test_load_delay_us;
  */
 int rfs_rhandle_open(struct rfs_region *rr, fuse_ino_t ino,
 		     const struct rfs_ident *id, struct rfs_handle **out);
+/*
+ * The largest value an open stores into the kernel's page cache
+ * (rfs_rhandle_fill()); larger ones are read with READ requests. The
+ * kernel's readahead window (128 KiB): a value up to it is one READ, so
+ * the store saves that request (and the GETATTR its atime costs). Past
+ * it, the kernel's READs run ahead while the reader copies, and the
+ * store, which fills single pages one by one in the daemon's own call,
+ * cost more CPU per read (measured, not explained further). Daemon +
+ * reader CPU per first read after a write, base against the store, three
+ * interleaved runs on a loaded 2-vCPU VM (256 MiB of values each): 4 KiB
+ * 131/96, 117/110, 133/84 us; 128 KiB 572/517, 524/479, 542/634; 256 KiB
+ * 1130/1291, 1137/1309, 1199/937; 1 MiB 5208/5549, 4216/4910, 3801/4448.
+ */
+#define RFS_FILL_MAX (128 * 1024)
+/*
+ * Before the reply to the OPEN of read handle h (ops.c): if inode.c
+ * asked for it (h->u.r.fill), stores the handle's value into the
+ * kernel's page cache of its inode (FUSE_NOTIFY_STORE, offset 0, whole
+ * value), counted in kernel_fills or kernel_fill_failures (then the
+ * reads are READs, as without it).
+ */
+void rfs_rhandle_fill(struct rfs_handle *h);
 /*
  * Opens a key for writing: a handle whose buffer is a copy of the current
  * value, or empty with O_TRUNC (which also makes it dirty), or empty and

@@ -184,6 +184,8 @@ static void destroy(struct rfs_handle *h)
 
 	switch (h->kind) {
 	case RFS_H_READ:
+		if (h->u.r.fill) /* never filled (cannot happen): let go */
+			rfs_inode_filled(h->u.r.ino);
 		if (h->u.r.v) /* counted by rfs_inode_open_read() */
 			rfs_inode_close_read(h->u.r.ino, h->u.r.pcache);
 		rfs_pin_del(&h->u.r.pin);
@@ -360,24 +362,36 @@ int rfs_flight_load(struct rfs_region *rr, struct region_flight *fl,
 
 /*
  * A read handle for key inode id: the cache's value, and whether the
- * kernel may keep it in the page cache (inode.c decides).
+ * kernel may keep it in the page cache (inode.c decides), and whether the
+ * OPEN stores it there (fill: only values of 1..RFS_FILL_MAX bytes; an
+ * empty one has no page, a large one would be copied whole for a reader
+ * that may want a part). While another open of the inode is filling its
+ * pages, inode.c says -EAGAIN: that open's store takes microseconds
+ * (memory copies, no request), so this one polls without holding a lock.
  */
 int rfs_rhandle_open(struct rfs_region *rr, fuse_ino_t ino,
 		     const struct rfs_ident *id, struct rfs_handle **out)
 {
 	struct region_value *v;
 	struct rfs_handle *h;
+	size_t len;
+	bool *fill;
 	int rc;
 
 	*out = NULL;
 	rc = rfs_fetch(rr, id->key, id->klen, &v);
 	if (rc)
 		return rc;
+	len = region_value_len(v);
 	h = rfs_handle_new(RFS_H_READ);
 	rc = -ENOMEM;
 	if (h) {
 		h->u.r.ino = ino;
-		rc = rfs_inode_open_read(ino, v, &h->u.r.v, &h->u.r.pcache);
+		fill = len && len <= RFS_FILL_MAX ? &h->u.r.fill : NULL;
+		while ((rc = rfs_inode_open_read(ino, v, &h->u.r.v,
+						 &h->u.r.pcache, fill)) ==
+		       -EAGAIN)
+			nanosleep(&(struct timespec){.tv_nsec = 20000}, NULL);
 		if (rc == 0)
 			rfs_pin_add(&h->u.r.pin, h->u.r.v);
 	}
@@ -388,6 +402,42 @@ int rfs_rhandle_open(struct rfs_region *rr, fuse_ino_t ino,
 	}
 	*out = h;
 	return 0;
+}
+
+void rfs_rhandle_fill(struct rfs_handle *h)
+{
+	struct rfs_rhandle *r = &h->u.r;
+	struct fuse_bufvec bv;
+	size_t len;
+	int rc;
+
+	if (h->kind != RFS_H_READ || !r->fill)
+		return;
+	len = region_value_len(r->v);
+	bv = (struct fuse_bufvec)FUSE_BUFVEC_INIT(len);
+	/*
+	 * Offset 0 and exactly the value: the kernel marks every page it
+	 * fills uptodate (the last one zero-filled past the end, since the
+	 * store ends at the file's size), and leaves the size alone (a
+	 * store past the size would extend it and drop the attributes).
+	 * Copied during the call: no splice of the value's memory.
+	 */
+	bv.buf[0].mem = (void *)region_value_data(r->v);
+	rc = fuse_lowlevel_notify_store(rfs.se, r->ino, 0, &bv,
+					FUSE_BUF_NO_SPLICE);
+	rfs_inode_filled(r->ino);
+	r->fill = false;
+	if (rc) {
+		/* the pages it did fill are the value's; READ does the rest */
+		rfs_count(RFS_C_FILL_FAILURES, 1);
+		rfs_log(RFS_LOG_DEBUG,
+			"open: storing %zu bytes into the page cache of inode "
+			"%llu: %s (READ serves them)",
+			len, (unsigned long long)r->ino, strerror(-rc));
+		return;
+	}
+	rfs_count(RFS_C_FILLS, 1);
+	rfs_count(RFS_C_FILL_BYTES, len);
 }
 
 /* ---- write buffers ------------------------------------------------------- */

@@ -67,6 +67,25 @@
  *    cache reader of the same file itself and reopens it for writing by
  *    /proc/self/fd gets ESTALE: there is no path to walk again.
  *
+ * Filling: the first read needs no READ. The open that anchors a PAGE
+ * inode (its first page-cache open; the caller asks for it with fill, for
+ * a value that is neither empty nor large) while no other handle has the
+ * inode open gets *fill: the caller (ops.c) stores the value into the
+ * kernel's page cache (FUSE_NOTIFY_STORE) before it replies to the OPEN,
+ * then calls rfs_inode_filled(). Only the anchor's bytes are ever stored,
+ * the value the inode's pages are entitled to, and only into pages the
+ * kernel cannot hold yet: an inode is anchored once (a LOOKUP's new
+ * inode, a promoted one), and an unanchored PAGE inode has never been
+ * opened for reading. While filling, every other read open of the inode
+ * waits (-EAGAIN, handle.c retries), so no other file of it exists until
+ * the store is done: the store locks each page it fills, and a page
+ * locked by a read of another file (readahead, or the fault of a direct
+ * handle's private mapping) stays locked until its READ is answered,
+ * which would need a worker that may be waiting in a store itself. With
+ * no other file open nothing holds a page lock of the inode across a
+ * request, so the store cannot wait on the daemon. A writer's open meets
+ * the filling handle like any page-cache reader (ESTALE after its wait).
+ *
  * Promotion: a read after a write keeps the kernel's dentry. A new inode
  * per row costs a read after a write one more LOOKUP and a FORGET: the
  * kernel's dentry still names the writer's inode, the LOOKUP that
@@ -75,11 +94,12 @@
  * no page in the kernel's cache ("pristine") and that no handle has open
  * becomes the RFS_K_PAGE inode of the row the name has at the next
  * LOOKUP. Pages enter a FUSE inode's cache only through READs on an open
- * file of it (read, fault, readahead; the RELEASE waits for them), so an
- * inode is pristine from its creation until a handle that can read opens
- * it (counted in nreaders and rgen); READ on a write-only handle is
- * refused (ops.c), so posix_fadvise(WILLNEED), which the kernel allows
- * on one, fills nothing. A page or direct inode that a writer opens with
+ * file of it (read, fault, readahead; the RELEASE waits for them) and
+ * through the store that fills it at a page-cache open, before that
+ * open's reply (above), so an inode is pristine from its creation until a
+ * handle that can read opens it (counted in nreaders and rgen); READ on a
+ * write-only handle is refused (ops.c), so posix_fadvise(WILLNEED), which
+ * the kernel allows on one, fills nothing. A page or direct inode that a writer opens with
  * no readable handle open has all its pages dropped by the open (ops.c,
  * RFS_INVAL_ALL) and is pristine again unless a reader came in meanwhile
  * (rfs_inode_cleaned checks rgen). The LOOKUP that promotes sends the
@@ -161,6 +181,9 @@ struct inode {
 	bool anchored;		    /* N: anchor is set */
 	uint64_t anchor;	    /* N: serial of the value in its pages */
 	struct region_value *pval;  /* N: that value while preaders */
+	bool filling;		    /* N: an open is storing pval into the
+				     * kernel's page cache (ops.c): other
+				     * read opens wait */
 	bool kpin;		    /* N: the kernel's inode holds pval
 				     * without a handle (one preader;
 				     * zero-request opens), until FORGET */
@@ -631,6 +654,7 @@ static void check_node_locked(const struct inode *n)
 	assert((n->pval != NULL) == (n->preaders > 0));
 	assert(!n->preaders || atomic_load(&n->cls) == RFS_K_PAGE);
 	assert(!n->nwriters || atomic_load(&n->cls) == RFS_K_WRITE);
+	assert(!n->filling || n->preaders);
 	(void)n;
 }
 
@@ -1171,18 +1195,20 @@ static bool value_is_row(const struct region_value *v,
  * handle serves, or NULL for "not from the page cache". Lock held shared,
  * node lock held.
  */
-static struct region_value *page_value_locked(struct inode *n,
-					      struct region_value *v)
+static struct region_value *
+page_value_locked(struct inode *n, struct region_value *v, bool *first)
 {
 	uint64_t serial = region_value_tag(v); /* the load serial */
 
 	ASSERT_NODE();
+	*first = false;
 	if (!n->current && !n->gone)
 		return NULL; /* superseded: its row is no longer the name's */
 	if (n->preaders)
 		return n->pval;
 	if (n->anchored ? serial != n->anchor : !value_is_row(v, &n->row))
 		return NULL;
+	*first = !n->anchored;
 	n->anchored = true;
 	n->anchor = serial;
 	n->pval = region_value_ref(v);
@@ -1199,23 +1225,39 @@ static void reader_in_locked(struct inode *n)
 }
 
 int rfs_inode_open_read(fuse_ino_t ino, struct region_value *v,
-			struct region_value **out, bool *pcache)
+			struct region_value **out, bool *pcache, bool *fill)
 {
 	struct region_value *serve = NULL;
 	pthread_mutex_t *mu;
 	struct inode *n;
+	bool first = false;
 
 	*out = NULL;
 	*pcache = false;
+	if (fill)
+		*fill = false;
 	n = inode_enter(ino, &mu);
 	if (!n)
 		return -ENOENT;
+	if (n->filling) {
+		inode_leave(n, mu);
+		return -EAGAIN; /* the kernel is being handed its pages */
+	}
 	if (atomic_load(&n->cls) == RFS_K_PAGE) {
-		serve = n->draining ? NULL : page_value_locked(n, v);
+		serve = n->draining ? NULL : page_value_locked(n, v, &first);
 		if (serve)
 			n->preaders++;
 		else if (!n->preaders)
 			atomic_store(&n->cls, RFS_K_DIRECT);
+	}
+	/*
+	 * The open that anchors the inode, with no other handle open: the
+	 * kernel's inode has no page yet and no file through which one
+	 * could be read (see "Filling" at the top).
+	 */
+	if (fill && first && !n->nreaders) {
+		n->filling = true;
+		*fill = true;
 	}
 	reader_in_locked(n);
 	*pcache = serve != NULL;
@@ -1230,6 +1272,7 @@ int rfs_inode_kernel_value(fuse_ino_t ino, struct region_value *v,
 	struct region_value *serve = NULL;
 	pthread_mutex_t *mu;
 	struct inode *n;
+	bool first;
 	int rc = 0;
 
 	*out = NULL;
@@ -1242,7 +1285,7 @@ int rfs_inode_kernel_value(fuse_ino_t ino, struct region_value *v,
 		rc = -EAGAIN;
 	else if (atomic_load(&n->cls) != RFS_K_PAGE)
 		rc = -EIO; /* never on a zero-request mount: no handles */
-	else if (!(serve = page_value_locked(n, v)) && !n->preaders &&
+	else if (!(serve = page_value_locked(n, v, &first)) && !n->preaders &&
 		 !n->anchored && region_value_len(v) <= n->row.size) {
 		/*
 		 * The row changed before the first READ: the kernel's inode
@@ -1268,6 +1311,18 @@ int rfs_inode_kernel_value(fuse_ino_t ino, struct region_value *v,
 		*out = region_value_ref(serve);
 	inode_leave(n, mu);
 	return rc;
+}
+
+void rfs_inode_filled(fuse_ino_t ino)
+{
+	pthread_mutex_t *mu;
+	struct inode *n;
+
+	n = inode_enter(ino, &mu);
+	if (!n)
+		return;
+	n->filling = false;
+	inode_leave(n, mu);
 }
 
 /* Drops one handle's counts; true if nothing holds n any more. */
@@ -1516,6 +1571,7 @@ int rfs_inode__probe(fuse_ino_t ino, struct rfs_inode_probe *p)
 		p->pval = n->pval;
 		p->anchored = n->anchored;
 		p->pristine = n->pristine;
+		p->filling = n->filling;
 		check_node_locked(n);
 		node_leave(mu);
 	}

@@ -52,6 +52,18 @@
 	X(RFS_SRC_SLOT, RFS_C_READ_BYTES, read_bytes, RFS_COUNTER,             \
 	  RFS_UNIT_COUNT, "read_bytes", "regionfs_read_bytes_total",           \
 	  "Bytes returned by READ requests on key files.")                     \
+	X(RFS_SRC_SLOT, RFS_C_FILLS, kernel_fills, RFS_COUNTER,                \
+	  RFS_UNIT_COUNT, "kernel_fills", "regionfs_kernel_fills_total",       \
+	  "Values an open stored into the kernel's page cache, so that "       \
+	  "reading them sent no READ.")                                        \
+	X(RFS_SRC_SLOT, RFS_C_FILL_BYTES, kernel_fill_bytes, RFS_COUNTER,      \
+	  RFS_UNIT_COUNT, "kernel_fill_bytes",                                 \
+	  "regionfs_kernel_fill_bytes_total", "Bytes of those values.")        \
+	X(RFS_SRC_SLOT, RFS_C_FILL_FAILURES, kernel_fill_failures,             \
+	  RFS_COUNTER, RFS_UNIT_COUNT, "kernel_fill_failures",                 \
+	  "regionfs_kernel_fill_failures_total",                               \
+	  "Stores into the kernel's page cache that failed: READ requests "    \
+	  "served those reads.")                                               \
 	X(RFS_SRC_SLOT, RFS_C_WRITES, writes, RFS_COUNTER, RFS_UNIT_COUNT,     \
 	  "writes", "regionfs_writes_total", "WRITE requests on key files.")   \
 	X(RFS_SRC_SLOT, RFS_C_WRITE_BYTES, write_bytes, RFS_COUNTER,           \

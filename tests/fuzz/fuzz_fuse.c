@@ -94,7 +94,7 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 	memcpy(&oh, rep, sizeof(oh));
 	assert(oh.len == total);
 	if (oh.unique == 0)
-		return (ssize_t)total; /* a notification (inval_inode ...) */
+		return (ssize_t)total; /* a notification (inval_inode, store) */
 	assert(oh.unique == cur_unique);
 	assert(oh.error <= 0 && oh.error > -4096);
 	nreplies++;

@@ -223,7 +223,18 @@ static struct region_value *open_r(fuse_ino_t ino, struct region_value *v,
 {
 	struct region_value *out = NULL;
 
-	assert_int_equal(rfs_inode_open_read(ino, v, &out, pcache), 0);
+	assert_int_equal(rfs_inode_open_read(ino, v, &out, pcache, NULL), 0);
+	assert_non_null(out);
+	return out;
+}
+
+/* open_r() by an OPEN that may fill the kernel's pages: *fill says so. */
+static struct region_value *open_f(fuse_ino_t ino, struct region_value *v,
+				   bool *pcache, bool *fill)
+{
+	struct region_value *out = NULL;
+
+	assert_int_equal(rfs_inode_open_read(ino, v, &out, pcache, fill), 0);
 	assert_non_null(out);
 	return out;
 }
@@ -459,7 +470,7 @@ static void test_unknown_numbers_answer_enoent(void **state)
 	v = val(&m);
 	assert_int_equal(rfs_inode_ident(99, &id), -ENOENT);
 	assert_int_equal(rfs_inode_ident(RFS_INO_ROOT, &id), -ENOENT);
-	assert_int_equal(rfs_inode_open_read(99, v, &out, &pc), -ENOENT);
+	assert_int_equal(rfs_inode_open_read(99, v, &out, &pc, NULL), -ENOENT);
 	assert_null(out);
 	assert_false(pc);
 	assert_int_equal(open_w(99, PID_W, false, &wo), -ENOENT);
@@ -1575,7 +1586,7 @@ static void t_reopen(struct tkey *k, fuse_ino_t ino,
 	bool pc2 = false;
 
 	v = t_snap(k, &row);
-	if (t_check(rfs_inode_open_read(ino, v, &out2, &pc2) == 0)) {
+	if (t_check(rfs_inode_open_read(ino, v, &out2, &pc2, NULL) == 0)) {
 		t_opened(ino, v, out2, pc2);
 		t_check(!pc || !pc2 || out2 == out);
 		rfs_inode_close_read(ino, pc2);
@@ -1597,7 +1608,7 @@ static void t_read(struct tkey *k, pid_t pid, bool forget_first, bool nested)
 	if (!t_check(rfs_inode_lookup_key(R, k->name, 1, &row, pid, false, &ino,
 					  &cls) == 0))
 		goto out;
-	if (!t_check(rfs_inode_open_read(ino, v, &out, &pc) == 0)) {
+	if (!t_check(rfs_inode_open_read(ino, v, &out, &pc, NULL) == 0)) {
 		rfs_inode_forget(ino, 1);
 		goto out;
 	}
@@ -1853,6 +1864,115 @@ static void test_kernel_read_after_a_change_fits_the_size_or_fails(void **s)
 	assert_false(exists(ino));
 }
 
+/* ---- filling the kernel's pages at open ------------------------------------ */
+
+static void test_first_page_open_fills_and_others_wait(void **state)
+{
+	struct store_meta m = mkrow(1, 5, 1000);
+	struct region_value *v = val(&m), *o1, *o2, *out = NULL;
+	struct rfs_wopen wo;
+	bool pc1, pc2, f1, f2;
+	fuse_ino_t p;
+
+	(void)state;
+	p = look("k", &m);
+	o1 = open_f(p, v, &pc1, &f1);
+	assert_true(pc1);
+	assert_true(f1); /* the anchoring open: the kernel has no page */
+	assert_ptr_equal(o1, v);
+	assert_true(node_of(p).filling);
+	/* every other read open waits, and is not counted */
+	assert_int_equal(rfs_inode_open_read(p, v, &out, &pc2, &f2), -EAGAIN);
+	assert_null(out);
+	assert_int_equal(rfs_inode_open_read(p, v, &out, &pc2, NULL), -EAGAIN);
+	rfs_inode_filled(p);
+	assert_false(node_of(p).filling);
+	o2 = open_f(p, v, &pc2, &f2);
+	assert_true(pc2);
+	assert_false(f2); /* the pages are there */
+	assert_ptr_equal(o2, v);
+	close_r(p, o2, pc2);
+	close_r(p, o1, pc1);
+	/* the anchor stays: its pages may too, so no open fills again */
+	o1 = open_f(p, v, &pc1, &f1);
+	assert_true(pc1);
+	assert_false(f1);
+	/* a writer meets a page-cache reader, as without filling */
+	assert_int_equal(open_w(p, PID_W, false, &wo), -ESTALE);
+	close_r(p, o1, pc1);
+	FORGET(p);
+	/* the refused writer's marker: its retry LOOKUP takes it */
+	p = look_as("k", &m, PID_W, false, NULL);
+	FORGET(p);
+}
+
+static void test_only_the_anchors_first_open_fills(void **state)
+{
+	struct store_meta m1 = mkrow(1, 5, 1000), m2 = mkrow(2, 9, 2000);
+	struct region_value *v1 = val(&m1), *v1b = val(&m1), *v2 = val(&m2);
+	struct region_value *o;
+	fuse_ino_t p, n, q;
+	bool pc, f;
+
+	(void)state;
+	/* a commit between LOOKUP and OPEN: the inode is not current */
+	p = look("k", &m1);
+	n = look("k", &m2);
+	o = open_f(p, v2, &pc, &f);
+	assert_false(pc);
+	assert_false(f);
+	assert_false(node_of(p).filling);
+	close_r(p, o, pc);
+	/* the cache holds another row than the inode's: direct, no fill */
+	o = open_f(n, v1, &pc, &f);
+	assert_false(pc);
+	assert_false(f);
+	close_r(n, o, pc);
+	assert_int_equal(cls_of(n), RFS_K_DIRECT);
+	/* and a direct inode never fills, whatever the value */
+	o = open_f(n, v2, &pc, &f);
+	assert_false(pc);
+	assert_false(f);
+	close_r(n, o, pc);
+	FORGET(p, n);
+	/* an anchor set by an open that did not ask (a large value) */
+	q = look("j", &m1);
+	o = open_r(q, v1, &pc);
+	assert_true(pc);
+	close_r(q, o, pc);
+	o = open_f(q, v1, &pc, &f);
+	assert_true(pc);
+	assert_false(f);
+	close_r(q, o, pc);
+	/* another load of the same row: not the anchor, direct */
+	o = open_f(q, v1b, &pc, &f);
+	assert_false(pc);
+	assert_false(f);
+	close_r(q, o, pc);
+	FORGET(q);
+}
+
+static void test_promoted_writer_inode_fills_at_first_open(void **state)
+{
+	struct store_meta m = mkrow(3, 4, 3000);
+	struct region_value *v = val(&m), *o;
+	struct rfs_wopen wo;
+	fuse_ino_t c;
+	bool pc, f;
+
+	(void)state;
+	c = create("k", PID_W);
+	assert_int_equal(open_w(c, PID_W, false, &wo), 0);
+	rfs_inode_close_write(c, false);
+	assert_int_equal(look("k", &m), c); /* promoted: pristine */
+	o = open_f(c, v, &pc, &f);
+	assert_true(pc);
+	assert_true(f);
+	rfs_inode_filled(c);
+	close_r(c, o, pc);
+	rfs_inode_forget(c, 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1898,6 +2018,9 @@ int main(void)
 		T(test_threads_mixing_lookup_open_write_forget),
 		T(test_kernel_read_pins_the_first_value_until_forget),
 		T(test_kernel_read_after_a_change_fits_the_size_or_fails),
+		T(test_first_page_open_fills_and_others_wait),
+		T(test_only_the_anchors_first_open_fills),
+		T(test_promoted_writer_inode_fills_at_first_open),
 #undef T
 	};
 
