@@ -63,6 +63,18 @@ rfs_ok "opens past max_memory fail with ENOMEM; values in memory stay under it"
 for fd in "${fds[@]}"; do
 	exec {fd}<&-
 done
+# The room comes back asynchronously: close() does not wait for the
+# kernel's RELEASE, and the values of evicted entries are freed once the
+# readers' grace period has passed, at the stripe's next lock hold or the
+# background sweep's (every 100 ms). Wait for a value's worth of room
+# (bounded: rfs_poll_until gives up after 10 s) before loading one more.
+room_for_one()
+{
+	local u
+	rfs_stat u "$ST" memory_values_bytes
+	[ $((u + (1 << 20))) -le "$LIMIT" ]
+}
+rfs_poll_until "room for one more value after closing" room_for_one
 cmp "$M/mem/k$((N - 1))" "$RFS_TMP/v" || rfs_fail "mem/k$((N - 1)) after closing"
 rfs_ok "after the files are closed the room is back"
 rfs_umount
