@@ -129,6 +129,7 @@
 #define BACKOFF_MAX_MS	2000  /* longest wait */
 #define PG_HINTS_MAX	4000  /* a doorbell's hints, at most (payload < 8000) */
 #define PG_HINTS_HELD	65536 /* hints heard and not yet applied, at most */
+#define BELL_LOOK_MS	100   /* "Nobody listening": a look's life */
 
 enum op_kind { OP_PUT, OP_DELETE, OP_RENAME, OP_SYNC, OP_PRUNE };
 
@@ -233,7 +234,7 @@ struct pg_store {
 				* the last look ("Nobody listening") */
 	bool bell_skipped;	/* L: bell_lock; commits covered without a
 				* bell since the last bell */
-	int64_t bell_looked_ns; /* the bell thread's; its last look */
+	int64_t bell_looked_ns; /* L: bell_lock; the bell thread's last look */
 	/* the names the commits not yet rung changed: the next bell's hints
 	 * (" REGIONHEX:KEYHEX" each); none if they did not all fit */
 	char hints[PG_HINTS_MAX + 1]; /* L: bell_lock */
@@ -1190,13 +1191,33 @@ static void bell_payload_locked(struct pg_store *ps, char *out)
 #define BELL_PAYLOAD_MAX                                                       \
 	(sizeof(((struct pg_store *)0)->origin) + PG_HINTS_MAX + 1)
 
-/* A commit of batch that changed rows: ring for it, naming them. */
+/*
+ * A commit of batch that changed rows: ring for it, naming them. While
+ * nobody listens (the bell thread's look, younger than BELL_LOOK_MS) and
+ * no commit waits for the thread, the commit is covered here without a
+ * bell, as the thread would cover it, and the thread is not woken: the
+ * wake-up and its hand-over cost a lone writer more of its CPU (two
+ * cores shared with the server) than the rest of its client work
+ * (bench_pg cost: 3 futex calls per write and a context switch).
+ */
 static void bell_ask(struct pg_store *ps, const struct op *batch)
 {
 	const struct op *op;
 
 	pthread_mutex_lock(&ps->bell_lock);
 	ps->bell_asked++;
+	if (ps->bell_nobody && !ps->bell_flight &&
+	    ps->bell_asked == ps->bell_covered + 1 &&
+	    now_ns() - ps->bell_looked_ns <= (int64_t)BELL_LOOK_MS * 1000000) {
+		atomic_fetch_add_explicit(&ps->bells_unheard, 1,
+					  memory_order_relaxed);
+		ps->bell_covered = ps->bell_asked;
+		ps->bell_skipped = true;
+		ps->hints_len = 0;
+		ps->hints_over = false;
+		pthread_mutex_unlock(&ps->bell_lock);
+		return;
+	}
 	for (op = batch; op; op = op->next) {
 		if (!op_changes_kv(op) || op->rc != 0)
 			continue;
@@ -1284,12 +1305,12 @@ static bool bell_send(struct pg_store *ps, const char *payload)
  * every BELL_LOOK_MS while commits ask, after the bell when there is
  * someone (the look is off the bell's path) and before deciding when
  * there was nobody. While nobody listens, commits are covered without a
- * bell (store_doorbells_unheard). A mount that starts meanwhile is rung
+ * bell (store_doorbells_unheard): by bell_ask() itself while the last
+ * look is fresh, without waking the thread. A mount that starts meanwhile is rung
  * for within BELL_LOOK_MS, and replays every 250 ms anyway (the bound
  * of a lost bell); a strict write that finds a mount to wait for rings
  * at once (bell_hurry()).
  */
-#define BELL_LOOK_MS 100
 
 /* Does another mount listen? Yes when we cannot tell. */
 static bool bell_look(struct pg_store *ps)
@@ -1312,8 +1333,14 @@ static bool bell_look(struct pg_store *ps)
 	if (r && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
 		others = PQgetvalue(r, 0, 0)[0] == 't';
 	PQclear(r);
-	ps->bell_looked_ns = now_ns();
 	return others;
+}
+
+/* The bell thread's look at now_ns() t found others (or not). L: bell_lock */
+static void bell_looked_locked(struct pg_store *ps, int64_t t, bool others)
+{
+	ps->bell_looked_ns = t;
+	ps->bell_nobody = !others;
 }
 
 /* Rings while commits ask; at close, once more for those not rung. */
@@ -1322,6 +1349,7 @@ static void *bell_main(void *arg)
 	struct pg_store *ps = arg;
 	char payload[BELL_PAYLOAD_MAX];
 	uint64_t upto;
+	int64_t t;
 	bool ok, stale, others = true;
 
 	pthread_mutex_lock(&ps->bell_lock);
@@ -1334,9 +1362,11 @@ static void *bell_main(void *arg)
 			(int64_t)BELL_LOOK_MS * 1000000;
 		if (ps->bell_nobody && stale) {
 			pthread_mutex_unlock(&ps->bell_lock);
+			t = now_ns();
 			others = bell_look(ps);
 			pthread_mutex_lock(&ps->bell_lock);
-			ps->bell_nobody = ps->bell_nobody && !others;
+			/* bell_hurry() may have found someone meanwhile */
+			bell_looked_locked(ps, t, others || !ps->bell_nobody);
 			continue; /* decide with it */
 		}
 		upto = ps->bell_asked;
@@ -1355,12 +1385,13 @@ static void *bell_main(void *arg)
 		ps->bell_skipped = false;
 		pthread_mutex_unlock(&ps->bell_lock);
 		ok = bell_send(ps, payload);
+		t = now_ns();
 		if (stale)
 			others = bell_look(ps);
 		pthread_mutex_lock(&ps->bell_lock);
 		ps->bell_flight = 0;
 		if (stale)
-			ps->bell_nobody = !others;
+			bell_looked_locked(ps, t, others);
 		if (!ok)
 			atomic_fetch_add_explicit(&ps->bells_failed, 1,
 						  memory_order_relaxed);

@@ -41,6 +41,22 @@
  *	miss that loads the row from the store. Prints the p50 and p90 per
  *	read in microseconds and cost_ratio_{hit,miss}_pg_sqlite (p50 of
  *	PostgreSQL / p50 of SQLite).
+ *
+ *   bench_pg cost CONNINFO [WRITES] [REPS]
+ *	What one lone durable write costs, store against raw, measured
+ *	deterministically where the server allows: REPS blocks of WRITES
+ *	writes each way (store_put with STORE_DURABLE from one thread, and
+ *	the raw upsert of "writes" on a connection of its own), keys cycled
+ *	over 1000 rows that already exist (a warm pass first), as in
+ *	"writes". Per block and way: WAL bytes per write (pg_current_wal_lsn()
+ *	before and after, read on a third connection, which writes none),
+ *	the server's CPU per write (the writing backend's run time from
+ *	/proc/PID/schedstat: the cluster must run on this machine), the
+ *	client's (this process's CPU time, every thread of the store's
+ *	included) and the wall time per write. Prints wal_start/wal_end of
+ *	each block too (LSNs, for pg_waldump --stats). Run it on a cluster
+ *	with autovacuum off, or autovacuum's WAL may land in a block.
+ *	BENCH_COST_ONLY=store (or raw) runs the blocks of one way only.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -479,6 +495,185 @@ static int bench_reads(int keys, int rounds, char **dirs)
 	return 0;
 }
 
+/* ---- the cost of one lone durable write ----------------------------------- */
+
+/* A backend's CPU time so far (ns), from /proc/PID/schedstat; -1: unknown. */
+static int64_t backend_cpu_ns(int pid)
+{
+	char path[64];
+	long long ns = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/schedstat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%lld", &ns) != 1)
+		ns = -1;
+	fclose(f);
+	return ns;
+}
+
+static int64_t process_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* One text value of a one-row query on c; "" on failure (static). */
+static const char *query1(PGconn *c, const char *sql)
+{
+	static char out[128];
+	PGresult *r = PQexec(c, sql);
+
+	out[0] = '\0';
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+		snprintf(out, sizeof(out), "%s", PQgetvalue(r, 0, 0));
+	else
+		fprintf(stderr, "%s: %s", sql, PQerrorMessage(c));
+	PQclear(r);
+	return out;
+}
+
+/* The WAL position, as bytes and as the LSN's text (lsn: 32 bytes). */
+static uint64_t wal_pos(PGconn *mon, char *lsn)
+{
+	snprintf(lsn, 32, "%s", query1(mon, "SELECT pg_current_wal_lsn()"));
+	return strtoull(query1(mon, "SELECT pg_current_wal_lsn() - '0/0'"),
+			NULL, 10);
+}
+
+/* The pid of the store's writer backend (the one that ran its put). */
+static int store_writer_pid(PGconn *mon)
+{
+	return atoi(query1(mon, "SELECT pid FROM pg_stat_activity WHERE "
+				"application_name = 'regionfs' AND query "
+				"LIKE 'WITH %regionfs.kv%' ORDER BY "
+				"backend_start LIMIT 1"));
+}
+
+struct cost {
+	uint64_t wal;
+	int64_t server_ns, client_ns, wall_ns;
+	char lsn0[32], lsn1[32];
+};
+
+static int raw_put(PGconn *c, int i)
+{
+	char k[48], size[16], mt[24];
+	const char *vals[5] = {"raw", k, value, size, mt};
+	int lens[5] = {0, 0, sizeof(value), 0, 0}, fmts[5] = {0, 1, 1, 0, 0};
+	PGresult *r;
+	int rc = 0;
+
+	snprintf(size, sizeof(size), "%zu", sizeof(value));
+	snprintf(k, sizeof(k), "r0-%d", i % 1000);
+	lens[1] = (int)strlen(k);
+	snprintf(mt, sizeof(mt), "%" PRId64, now_ns());
+	r = PQexecPrepared(c, "up", 5, vals, lens, fmts, 1);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		fprintf(stderr, "raw: %s", PQresultErrorMessage(r));
+		rc = -EIO;
+	}
+	PQclear(r);
+	return rc;
+}
+
+static int store_put1(struct store *st, int i)
+{
+	char k[48];
+
+	snprintf(k, sizeof(k), "s0-%d", i % 1000);
+	return store_put(st, "bench", k, strlen(k), value, sizeof(value),
+			 STORE_DURABLE, NULL);
+}
+
+/* n writes one way (st NULL: raw on c), measured. */
+static int cost_block(PGconn *mon, struct store *st, PGconn *c, int pid, int n,
+		      struct cost *out)
+{
+	int64_t s0, c0, t0;
+	uint64_t w0;
+	int i, rc = 0;
+
+	w0 = wal_pos(mon, out->lsn0);
+	s0 = backend_cpu_ns(pid);
+	c0 = process_cpu_ns();
+	t0 = now_ns();
+	for (i = 0; i < n && !rc; i++)
+		rc = st ? store_put1(st, i) : raw_put(c, i);
+	out->wall_ns = now_ns() - t0;
+	out->client_ns = process_cpu_ns() - c0;
+	out->server_ns = backend_cpu_ns(pid) - s0;
+	out->wal = wal_pos(mon, out->lsn1) - w0;
+	return rc;
+}
+
+static int bench_cost(const char *conninfo, int n, int reps)
+{
+	struct store_options o = {0};
+	struct store *st;
+	PGconn *mon = PQconnectdb(conninfo), *raw = PQconnectdb(conninfo);
+	const char *only = getenv("BENCH_COST_ONLY"); /* store or raw */
+	struct cost cs, cr;
+	int i, rc, spid, rpid;
+
+	if (PQstatus(mon) != CONNECTION_OK || PQstatus(raw) != CONNECTION_OK)
+		return fprintf(stderr, "connect: %s", PQerrorMessage(mon)), 1;
+	rc = store_open(conninfo, &o, &st);
+	if (rc)
+		return fprintf(stderr, "store_open: %s\n", strerror(-rc)), 1;
+	PQclear(PQexec(raw, "SET synchronous_commit = on"));
+	PQclear(PQprepare(raw, "up",
+			  "INSERT INTO regionfs.kv AS t"
+			  "(region, key, value, size, mtime_ns, version) "
+			  "VALUES ($1, $2, $3, $4, $5, 1) "
+			  "ON CONFLICT (region, key) DO UPDATE SET "
+			  "value = excluded.value, size = excluded.size, "
+			  "mtime_ns = excluded.mtime_ns, "
+			  "version = coalesce(t.version, 0) + 1 RETURNING "
+			  "version",
+			  5, NULL));
+	if (getenv("BENCH_COST_SQL")) /* an experiment's setting */
+		PQclear(PQexec(mon, getenv("BENCH_COST_SQL")));
+	for (i = 0; i < 1000 && !rc; i++) /* every row exists */
+		rc = store_put1(st, i) || raw_put(raw, i);
+	if (rc)
+		return 1;
+	spid = store_writer_pid(mon);
+	rpid = PQbackendPID(raw);
+	printf("lone durable writes, %d per block, 100-byte values over 1000 "
+	       "existing rows; per write: WAL bytes, server CPU (the "
+	       "writing backend), client CPU (this process), wall time\n",
+	       n);
+	for (i = 0; i < reps; i++) {
+		memset(&cs, 0, sizeof(cs));
+		memset(&cr, 0, sizeof(cr));
+		if ((!only || !strcmp(only, "store")) &&
+		    cost_block(mon, st, NULL, spid, n, &cs))
+			return 1;
+		if ((!only || !strcmp(only, "raw")) &&
+		    cost_block(mon, NULL, raw, rpid, n, &cr))
+			return 1;
+		printf("block %d: store wal %.1f B server %.1f us client %.1f "
+		       "us wall %.1f us | raw wal %.1f B server %.1f us client "
+		       "%.1f us wall %.1f us | store wal %s..%s raw wal "
+		       "%s..%s\n",
+		       i, (double)cs.wal / n, cs.server_ns / 1e3 / n,
+		       cs.client_ns / 1e3 / n, cs.wall_ns / 1e3 / n,
+		       (double)cr.wal / n, cr.server_ns / 1e3 / n,
+		       cr.client_ns / 1e3 / n, cr.wall_ns / 1e3 / n, cs.lsn0,
+		       cs.lsn1, cr.lsn0, cr.lsn1);
+		fflush(stdout);
+	}
+	store_close(st);
+	PQfinish(raw);
+	PQfinish(mon);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 3 && !strcmp(argv[1], "writes"))
@@ -490,6 +685,9 @@ int main(int argc, char **argv)
 	if (argc >= 5 && !strcmp(argv[1], "close"))
 		return bench_close(argv[2], argv[3], argv[4],
 				   argc > 5 ? atoi(argv[5]) : 200);
+	if (argc >= 3 && !strcmp(argv[1], "cost"))
+		return bench_cost(argv[2], argc > 3 ? atoi(argv[3]) : 2000,
+				  argc > 4 ? atoi(argv[4]) : 3);
 	if (argc == 8 && !strcmp(argv[1], "reads"))
 		return bench_reads(atoi(argv[2]), atoi(argv[3]), argv + 4);
 	fprintf(stderr,
@@ -497,6 +695,7 @@ int main(int argc, char **argv)
 		"       bench_pg latency DIR_A DIR_B [ROUNDS]\n"
 		"       bench_pg close NAME DIR_BOUNDED DIR_STRICT [ROUNDS]\n"
 		"       bench_pg reads KEYS ROUNDS PG_HIT PG_MISS SQLITE_HIT "
-		"SQLITE_MISS\n");
+		"SQLITE_MISS\n"
+		"       bench_pg cost CONNINFO [WRITES] [REPS]\n");
 	return 2;
 }

@@ -292,7 +292,8 @@ static void test_rename(void **state)
 /*
  * Our writer logs its own changes in its statements, so the triggers do
  * not run for it (schema 3: regionfs.self_logged): with kv_fill and
- * kv_log made to fail, its put, rename and deletes still work, and log
+ * kv_log made to fail, its put (of a new key and of one that exists),
+ * rename and deletes still work, and log
  * the rows kv_log would have (both names of a rename, our origin); an
  * outside writer still goes through the triggers.
  */
@@ -302,7 +303,7 @@ static void test_writer_logs_itself(void **state)
 	struct store_meta m;
 	PGresult *r;
 	int i;
-	static const char *const want[] = {"p", "p", "q", "q", "e", "e"};
+	static const char *const want[] = {"p", "p", "p", "q", "q", "e", "e"};
 
 	sql_ok(f->out, "CREATE OR REPLACE FUNCTION regionfs.kv_fill() "
 		       "RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
@@ -312,6 +313,8 @@ static void test_writer_logs_itself(void **state)
 		       "RAISE EXCEPTION 'kv_log ran'; END $$");
 	assert_int_equal(store_put(f->st, "r", "p", 1, "P", 1, 0, &m), 0);
 	assert_int_equal(m.version, 1);
+	assert_int_equal(store_put(f->st, "r", "p", 1, "PP", 2, 0, &m), 0);
+	assert_int_equal(m.version, 2);
 	assert_int_equal(store_rename(f->st, "r", "p", 1, "q", 1, 0), 0);
 	assert_int_equal(store_delete(f->st, "r", "q", 1, 0), 0);
 	assert_int_equal(store_delete(f->st, "r", "q", 1, 0), -ENOENT);
@@ -322,8 +325,8 @@ static void test_writer_logs_itself(void **state)
 			   "origin IS NOT NULL, ts_ms > 0 "
 			   "FROM regionfs.changes ORDER BY seq");
 	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
-	assert_int_equal(PQntuples(r), 6);
-	for (i = 0; i < 6; i++) {
+	assert_int_equal(PQntuples(r), 7);
+	for (i = 0; i < 7; i++) {
 		assert_string_equal(PQgetvalue(r, i, 0), "r");
 		assert_string_equal(PQgetvalue(r, i, 1), want[i]);
 		assert_string_equal(PQgetvalue(r, i, 2), "t");
@@ -1014,6 +1017,112 @@ static void test_upgrade_from_v1(void **state)
 	PQclear(r);
 }
 
+/* One int8 (or count) column of a one-row query. */
+static long long sql_int(PGconn *c, const char *sql)
+{
+	PGresult *r = PQexec(c, sql);
+	long long v;
+
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
+		fail_msg("%s: %s", sql, PQresultErrorMessage(r));
+	v = atoll(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	return v;
+}
+
+#define KV_O  "FROM regionfs.kv WHERE region = 'r' AND key = 'o'"
+#define LOG_O "FROM regionfs.changes WHERE region = 'r' AND key = 'o'"
+
+/*
+ * A database at schema version 3 (built by the steps that made it) is
+ * upgraded to 4: the triggers' WHEN calls regionfs.logs(), and there is
+ * no index on changes.ts_ms. Outside changes are still filled in and
+ * logged once, ours are logged by our statements only.
+ */
+static void test_upgrade_from_v3(void **state)
+{
+	struct fixture *f = *state;
+	struct store_meta m;
+	struct store *b;
+	int v;
+
+	sql_ok(f->out, "DROP SCHEMA regionfs CASCADE");
+	sql_ok(f->out, "CREATE SCHEMA regionfs; CREATE TABLE "
+		       "regionfs.schema_version(version integer NOT NULL); "
+		       "INSERT INTO regionfs.schema_version VALUES (3)");
+	for (v = 0; v < 3; v++)
+		sql_ok(f->out, pg_schema_steps[v]);
+	sql_ok(f->out, "INSERT INTO regionfs.kv(region, key, value) "
+		       "VALUES ('r', 'o', 'abc')");
+	assert_int_equal(store_open(conninfo, &log_opts, &b), 0);
+	assert_int_equal(
+		sql_int(f->out, "SELECT version FROM regionfs.schema_version"),
+		4);
+	assert_int_equal(sql_int(f->out, "SELECT count(*) FROM pg_trigger "
+					 "WHERE tgrelid = 'regionfs.kv'::"
+					 "regclass AND pg_get_triggerdef(oid) "
+					 "LIKE '%WHEN (regionfs.logs())%'"),
+			 2);
+	assert_int_equal(sql_int(f->out, "SELECT count(*) FROM pg_class WHERE "
+					 "relname = 'changes_ts'"),
+			 0);
+	/* a new value without a version: old + 1, its size */
+	sql_ok(f->out, "UPDATE regionfs.kv SET value = 'abcd' "
+		       "WHERE region = 'r' AND key = 'o'");
+	assert_int_equal(store_stat(b, "r", "o", 1, &m), 0);
+	assert_int_equal(m.size, 4);
+	assert_int_equal(m.version, 2);
+	/* logged by the triggers: the insert and the new value */
+	assert_int_equal(sql_int(f->out, "SELECT count(*) " LOG_O), 2);
+	assert_int_equal(sql_int(f->out, "SELECT count(*) " LOG_O
+					 " AND origin IS NOT NULL"),
+			 0);
+	/* our put of the row: old + 1, one log row, ours */
+	assert_int_equal(store_put(b, "r", "o", 1, "Z", 1, 0, &m), 0);
+	assert_int_equal(m.version, 3);
+	assert_int_equal(sql_int(f->out, "SELECT version " KV_O), 3);
+	assert_int_equal(sql_int(f->out, "SELECT count(*) " LOG_O), 3);
+	assert_int_equal(sql_int(f->out, "SELECT count(*) " LOG_O
+					 " AND origin IS NOT NULL"),
+			 1);
+	store_close(b);
+}
+
+/*
+ * Pruning walks the log in seq order (version 4: no index on ts_ms): the
+ * rows before the first one not old enough go, the horizon rises past
+ * them; an old row after a young one waits for a later prune.
+ */
+static void test_prune_seq_order(void **state)
+{
+	struct fixture *f = *state;
+	PGresult *r;
+
+	sql_ok(f->out, "INSERT INTO regionfs.kv(region, key, value) VALUES "
+		       "('r', 'p1', ''), ('r', 'p2', ''), ('r', 'p3', '')");
+	sql_ok(f->out, "INSERT INTO regionfs.kv(region, key, value) VALUES "
+		       "('r', 'q1', ''), ('r', 'q2', '')");
+	sql_ok(f->out, "UPDATE regionfs.changes SET ts_ms = ts_ms - 10000 "
+		       "WHERE key <> 'q1'");
+	assert_int_equal(store_changes_prune(f->st, 1000), 0);
+	r = PQexec(f->out, "SELECT string_agg(convert_from(key, 'UTF8'), ',' "
+			   "ORDER BY seq), (SELECT pruned_upto <> '0' FROM "
+			   "regionfs.log_horizon) FROM regionfs.changes");
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	assert_string_equal(PQgetvalue(r, 0, 0), "q1,q2");
+	assert_string_equal(PQgetvalue(r, 0, 1), "t");
+	PQclear(r);
+	/* q1 old now too: the rest goes */
+	sql_ok(f->out, "UPDATE regionfs.changes SET ts_ms = ts_ms - 10000 "
+		       "WHERE key = 'q1'");
+	assert_int_equal(store_changes_prune(f->st, 1000), 0);
+	assert_int_equal(sql_int(f->out, "SELECT count(*) FROM "
+					 "regionfs.changes"),
+			 0);
+	/* an empty log: nothing to do */
+	assert_int_equal(store_changes_prune(f->st, 1000), 0);
+}
+
 /* A mount's feed thread, as fs/feed.c runs it: a pass every 20 ms. */
 struct feeder {
 	struct store *st;
@@ -1312,6 +1421,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_busy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_read_only_and_version,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_upgrade_from_v3, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_prune_seq_order, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_upgrade_from_v1, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lease_and_ack, setup,
