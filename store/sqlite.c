@@ -856,15 +856,10 @@ int store__rstmt(struct store *st, int idx, struct rconn **rcp,
 	if (err)
 		return err;
 	assert(rc->st == st); /* this thread's connection to this store */
-	if (!rc->stmt[idx]) {
-		err = sqlite3_prepare_v3(rc->db, read_sql[idx], -1,
-					 SQLITE_PREPARE_PERSISTENT,
-					 &rc->stmt[idx], NULL);
-		if (err != SQLITE_OK)
-			return store__sqlerr(rc->db, err);
-	}
+	err = rconn_stmt(rc, idx, out);
+	if (err)
+		return err;
 	*rcp = rc;
-	*out = rc->stmt[idx];
 	return 0;
 }
 
