@@ -46,7 +46,9 @@
 #include <semaphore.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fs.h"
 
@@ -67,6 +69,7 @@ static struct {
 	sem_t lead;	  /* followers wait here to be given the lead */
 	atomic_uint idle; /* followers waiting (or about to) on lead */
 	atomic_uint busy; /* workers processing a request */
+	int stop_fd;	  /* eventfd: readable once the loop must end */
 } pool;
 
 static uint64_t now_ns(void)
@@ -82,6 +85,8 @@ static int receive(struct worker *w)
 {
 	int rc;
 
+	if (pool.poll_ns) /* never cancelled (take_lead()); never blocks */
+		return fuse_session_receive_buf(pool.se, &w->buf);
 	pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
 	rc = fuse_session_receive_buf(pool.se, &w->buf);
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
@@ -140,23 +145,29 @@ static bool quick_opcode(uint32_t op)
 	}
 }
 
-/* Takes the lead, waiting for it as a follower. */
-static void take_lead(void)
+/*
+ * Takes the lead, waiting for it as a follower; false once the session
+ * has exited. Polled workers are never cancelled: run_pool() makes
+ * stop_fd readable and posts the semaphore once per worker, and every
+ * worker leaves by itself (a thread cancelled in sem_wait() or poll()
+ * is one that ThreadSanitizer loses track of).
+ */
+static bool take_lead(void)
 {
 	bool no = false;
 
 	while (!atomic_compare_exchange_strong(&pool.led, &no, true)) {
 		no = false;
+		if (fuse_session_exited(pool.se))
+			return false;
 		atomic_fetch_add(&pool.idle, 1);
 		/* the leader may have left between the CAS and here */
-		if (atomic_load(&pool.led)) {
-			pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+		if (atomic_load(&pool.led))
 			while (sem_wait(&pool.lead) && errno == EINTR)
 				;
-			pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-		}
 		atomic_fetch_sub(&pool.idle, 1);
 	}
+	return true;
 }
 
 /* The leader's receive: polls, then sleeps on the device. */
@@ -177,11 +188,11 @@ static int lead_receive(struct worker *w)
 			sched_yield();
 			continue;
 		}
-		struct pollfd pfd = {.fd = pool.fd, .events = POLLIN};
+		struct pollfd pfd[2] = {{.fd = pool.fd, .events = POLLIN},
+					{.fd = pool.stop_fd, .events = POLLIN}};
 
-		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
-		poll(&pfd, 1, -1);
-		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+		if (poll(pfd, 2, -1) > 0 && pfd[1].revents)
+			return 0; /* the loop ends */
 		deadline = 0;
 	}
 }
@@ -205,7 +216,8 @@ static void *polled_main(struct worker *w)
 	int rc;
 
 	while (!fuse_session_exited(pool.se)) {
-		take_lead();
+		if (!take_lead())
+			break;
 		rc = lead_receive(w);
 		if (rc == -EINTR) {
 			atomic_store(&pool.led, false);
@@ -301,14 +313,20 @@ static int run_pool(struct fuse_session *se, unsigned n)
 	atomic_store(&pool.led, false);
 	atomic_store(&pool.idle, 0);
 	atomic_store(&pool.busy, 0);
+	pool.stop_fd = -1;
 	if (pool.poll_ns) {
 		int fl = fcntl(pool.fd, F_GETFL);
 
-		if (fl < 0 || fcntl(pool.fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+		pool.stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (pool.stop_fd < 0 || fl < 0 ||
+		    fcntl(pool.fd, F_SETFL, fl | O_NONBLOCK) < 0) {
 			rfs_log(RFS_LOG_WARNING,
 				"poll_us: cannot make the device non-blocking "
 				"(%s); workers block in read()",
 				strerror(errno));
+			if (pool.stop_fd >= 0)
+				close(pool.stop_fd);
+			pool.stop_fd = -1;
 			pool.poll_ns = 0;
 		}
 	}
@@ -331,8 +349,18 @@ static int run_pool(struct fuse_session *se, unsigned n)
 		/* sem_wait() returns early on a signal: look again */
 		while (!fuse_session_exited(se))
 			sem_wait(&pool.finish);
-		for (i = 0; i < started; i++)
-			pthread_cancel(w[i].thread);
+		if (pool.poll_ns) { /* polled: every worker leaves by itself */
+			uint64_t one = 1;
+
+			if (write(pool.stop_fd, &one, sizeof(one)) < 0)
+				rfs_log(RFS_LOG_WARNING, "poll_us: stop: %s",
+					strerror(errno));
+			for (i = 0; i < started; i++)
+				sem_post(&pool.lead);
+		} else {
+			for (i = 0; i < started; i++)
+				pthread_cancel(w[i].thread);
+		}
 		for (i = 0; i < started; i++)
 			pthread_join(w[i].thread, NULL);
 		err = atomic_load(&pool.error);
@@ -342,6 +370,8 @@ static int run_pool(struct fuse_session *se, unsigned n)
 	free(w);
 	sem_destroy(&pool.finish);
 	sem_destroy(&pool.lead);
+	if (pool.stop_fd >= 0)
+		close(pool.stop_fd);
 	fuse_session_reset(se);
 	return err;
 }

@@ -5,7 +5,8 @@
 # stale read after a close() returned, the last commit wins) with one
 # leader polling the device and the other workers handed the lead; an
 # idle polled mount spends no CPU (it polls only for poll_us after a
-# request); bad values are refused at start-up.
+# request); bad values are refused at start-up; SIGTERM ends a polled
+# daemon (its workers are not cancelled: they leave by themselves).
 
 # shellcheck source=../common/harness.sh disable=SC2154 # rfs_stat/rfs_helper use printf -v
 . "$(dirname "${BASH_SOURCE[0]}")/../common/harness.sh"
@@ -58,4 +59,15 @@ t1=$(cpu_ticks)
 rfs_ok "idle polled mount: $((t1 - t0)) ticks of CPU in 2 s"
 rfs_umount
 rfs_ok "clean unmount, daemon exited 0"
+
+# SIGTERM while the leader sleeps in poll() and the followers on their
+# semaphore: polled workers are not cancelled, they leave by themselves.
+rfs_mount -o poll_us=1000
+echo v >"$RFS_MNT/main/t" || rfs_fail "write main/t"
+sleep 0.2 # the poll is over: the leader sleeps
+kill -TERM "$RFS_PID"
+rfs_wait_daemon 20 || rfs_fail "a polled daemon did not exit on SIGTERM"
+[ "$RFS_DAEMON_RC" = 0 ] || rfs_fail "the daemon exited with $RFS_DAEMON_RC"
+rfs_unmount_dir "$RFS_MNT"
+rfs_ok "SIGTERM: a polled daemon exits 0"
 rfs_done
