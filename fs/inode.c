@@ -99,10 +99,10 @@
  * open's reply (above), so an inode is pristine from its creation until a
  * handle that can read opens it (counted in nreaders and rgen); READ on a
  * write-only handle is refused (ops.c), so posix_fadvise(WILLNEED), which
- * the kernel allows on one, fills nothing. A page or direct inode that a writer opens with
- * no readable handle open has all its pages dropped by the open (ops.c,
- * RFS_INVAL_ALL) and is pristine again unless a reader came in meanwhile
- * (rfs_inode_cleaned checks rgen). The LOOKUP that promotes sends the
+ * the kernel allows on one, fills nothing. A page or direct inode that a
+ * writer opens with no readable handle open has all its pages dropped by
+ * the open (ops.c, RFS_INVAL_ALL) and is pristine again unless a reader
+ * came in meanwhile (rfs_inode_cleaned checks rgen). The LOOKUP that promotes sends the
  * row's attributes; if a concurrent change of the kernel inode makes the
  * kernel ignore them, the writer's zero attribute timeout still holds and
  * the next use asks getattr, which answers from the row.

@@ -80,17 +80,34 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Receives one request with cancellation enabled (as libfuse's loop). */
+/*
+ * Receives one request; in the plain pool with cancellation enabled (as
+ * libfuse's loop), polled workers are never cancelled (take_lead()).
+ */
 static int receive(struct worker *w)
 {
 	int rc;
 
-	if (pool.poll_ns) /* never cancelled (take_lead()); never blocks */
+	if (pool.poll_ns) /* O_NONBLOCK: never blocks */
 		return fuse_session_receive_buf(pool.se, &w->buf);
 	pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
 	rc = fuse_session_receive_buf(pool.se, &w->buf);
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
 	return rc;
+}
+
+/*
+ * A receive that ends the worker's loop (rc <= 0; 0: unmounted, libfuse
+ * has exited the session): the first error is kept and ends the session.
+ */
+static void receive_ended(int rc)
+{
+	int none = 0;
+
+	if (rc < 0) {
+		atomic_compare_exchange_strong(&pool.error, &none, rc);
+		fuse_session_exit(pool.se);
+	}
 }
 
 /*
@@ -149,8 +166,9 @@ static bool quick_opcode(uint32_t op)
  * Takes the lead, waiting for it as a follower; false once the session
  * has exited. Polled workers are never cancelled: run_pool() makes
  * stop_fd readable and posts the semaphore once per worker, and every
- * worker leaves by itself (a thread cancelled in sem_wait() or poll()
- * is one that ThreadSanitizer loses track of).
+ * worker leaves by itself (with a worker cancelled in sem_wait(), TSan
+ * reported a race in the stats slots' key destructor, which takes its
+ * mutex: most likely TSan losing track of the cancelled thread).
  */
 static bool take_lead(void)
 {
@@ -224,13 +242,7 @@ static void *polled_main(struct worker *w)
 			continue;
 		}
 		if (rc <= 0) {
-			if (rc < 0) {
-				int none = 0;
-
-				atomic_compare_exchange_strong(&pool.error,
-							       &none, rc);
-				fuse_session_exit(pool.se);
-			}
+			receive_ended(rc);
 			atomic_store(&pool.led, false);
 			break;
 		}
@@ -262,19 +274,11 @@ static void *worker_main(void *arg)
 		return NULL;
 	}
 	while (!fuse_session_exited(pool.se)) {
-		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
-		rc = fuse_session_receive_buf(pool.se, &w->buf);
-		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+		rc = receive(w);
 		if (rc == -EINTR)
 			continue;
-		if (rc <= 0) { /* 0: unmounted (libfuse has exited the se) */
-			if (rc < 0) {
-				int none = 0;
-
-				atomic_compare_exchange_strong(&pool.error,
-							       &none, rc);
-				fuse_session_exit(pool.se);
-			}
+		if (rc <= 0) {
+			receive_ended(rc);
 			break;
 		}
 		fuse_session_process_buf(pool.se, &w->buf);

@@ -1306,13 +1306,13 @@ static bool bell_send(struct pg_store *ps, const char *payload)
  * someone (the look is off the bell's path) and before deciding when
  * there was nobody. While nobody listens, commits are covered without a
  * bell (store_doorbells_unheard): by bell_ask() itself while the last
- * look is fresh, without waking the thread. A mount that starts meanwhile is rung
- * for within BELL_LOOK_MS, and replays every 250 ms anyway (the bound
- * of a lost bell); a strict write that finds a mount to wait for rings
- * at once (bell_hurry()).
+ * look is fresh, without waking the thread. A mount that starts
+ * meanwhile is rung for within BELL_LOOK_MS, and replays every 250 ms
+ * anyway (the bound of a lost bell); a strict write that finds a mount
+ * to wait for rings at once (bell_hurry()).
+ *
+ * bell_look(): does another mount listen? Yes when we cannot tell.
  */
-
-/* Does another mount listen? Yes when we cannot tell. */
 static bool bell_look(struct pg_store *ps)
 {
 	const struct pg_stmt *s = &pg_stmts[PQ_OTHERS];

@@ -38,11 +38,12 @@
  * cache holds the newest snapshot, while the others' caches are dropped
  * at their next read after a commit; every thread that reads lends the
  * pool one connection, so there are as many as with one per thread); the
- * change feed's calls use a connection of the calling thread's own, found through a per-store pthread key whose
- * destructor hands the connection back to the idle ones when the thread
- * exits. Every read statement is reset right after use so that no read
- * transaction stays open to hold back WAL checkpoints; rows are copied out
- * before any callback runs.
+ * change feed's calls use a connection of the calling thread's own,
+ * found through a per-store pthread key whose destructor hands the
+ * connection back to the idle ones when the thread exits. Every read
+ * statement is reset right after use so that no read transaction stays
+ * open to hold back WAL checkpoints; rows are copied out before any
+ * callback runs.
  *
  * Per-op failures. Each op is one statement that changes the database
  * (rename reads first, then runs one UPDATE OR REPLACE), so a failing op is
@@ -81,8 +82,8 @@
  *
  * Locking (the map is at struct store, store_int.h): lock guards the op
  * queue and the published stats, and each caller sleeps on its op's cond
- * with it; pool_lock guards the read connection lists and counts; ranges_lock (own
- * feed ranges) is taken here only by the writer around COMMIT. No function
+ * with it; pool_lock guards the read connection lists and counts;
+ * ranges_lock (own feed ranges) is taken here only by the writer around COMMIT. No function
  * holds two of them, none is held across a callback, and only ranges_lock
  * is held across SQLite work (one COMMIT).
  *
