@@ -391,6 +391,7 @@ static void region_destroy(struct region *r)
 	region__vcache_flush();
 	for (i = 0; r->stripes && i < r->nstripes; i++) {
 		assert(r->stripes[i].nflights == 0);
+		assert(!r->stripes[i].writes);
 		region__stripe_release(&r->stripes[i]);
 	}
 	free(r->stripes);
@@ -1360,12 +1361,64 @@ static void poison_at_locked(struct stripe *s, struct region_flight **fp)
 	detach_at_locked(s, fp);
 }
 
+/* Poisons and takes off the stripe's list every writer's flight for key.
+ * Lock held. */
+static void poison_writes_locked(struct stripe *s, uint64_t h, const void *key,
+				 size_t klen)
+{
+	struct region_flight **pp = &s->writes, *w;
+
+	while ((w = *pp)) {
+		region__examined(s, 1);
+		if (w->hash == h && w->klen == klen &&
+		    memcmp(w->key, key, klen) == 0) {
+			w->poisoned = true;
+			w->attached = false;
+			*pp = w->next;
+			w->next = NULL;
+			continue;
+		}
+		pp = &w->next;
+	}
+}
+
+/* Takes writer's flight w off the stripe's list, if it is on it. */
+static void unlist_write_locked(struct stripe *s, struct region_flight *w)
+{
+	struct region_flight **pp = &s->writes;
+
+	if (!w->attached)
+		return;
+	while (*pp != w) {
+		region__examined(s, 1);
+		pp = &(*pp)->next;
+	}
+	*pp = w->next;
+	w->next = NULL;
+	w->attached = false;
+}
+
+/* The key's entry unlinked, its flight and its writers' poisoned. */
+static void invalidate_locked(struct stripe *s, uint64_t h, const void *key,
+			      size_t klen)
+{
+	struct region_flight **fp;
+	struct entry *e;
+
+	e = region__stripe_find(s, h, key, klen);
+	if (e)
+		region__unlink_hash_locked(s, e, h);
+	fp = find_flight_locked(s, h, key, klen);
+	if (fp && stale_guard_on())
+		poison_at_locked(s, fp);
+	if (s->writes && stale_guard_on())
+		poison_writes_locked(s, h, key, klen);
+}
+
 void region_invalidate(struct region *r, const void *key, size_t klen,
 		       enum region_origin origin)
 {
-	struct region_flight **fp;
 	struct stripe *s;
-	struct entry *e;
 	uint64_t h;
 
 	if (check_key(key, klen))
@@ -1373,14 +1426,92 @@ void region_invalidate(struct region *r, const void *key, size_t klen,
 	h = region__hash(key, klen);
 	s = region__stripe_of(r, h);
 	region__stripe_wrlock(s);
-	e = region__stripe_find(s, h, key, klen);
-	if (e)
-		region__unlink_hash_locked(s, e, h);
-	fp = find_flight_locked(s, h, key, klen);
-	if (fp && stale_guard_on())
-		poison_at_locked(s, fp);
+	invalidate_locked(s, h, key, klen);
 	region__stripe_wrunlock(s);
 	count_invalidation(r, origin);
+}
+
+int region_write_begin(struct region *r, const void *key, size_t klen,
+		       enum region_origin origin, struct region_flight **wf)
+{
+	struct region_flight *w;
+	struct stripe *s;
+	uint64_t h;
+	int rc;
+
+	*wf = NULL;
+	rc = check_key(key, klen);
+	if (rc)
+		return rc; /* such a key can be neither cached nor loading */
+	h = region__hash(key, klen);
+	s = region__stripe_of(r, h);
+	w = flight_create(h, key, klen); /* before the lock, as a miss's */
+	region__stripe_wrlock(s);
+	invalidate_locked(s, h, key, klen);
+	if (w) { /* after the eviction: only later invalidations poison it */
+		w->r = r;
+		w->gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
+		w->next = s->writes;
+		s->writes = w;
+		w->attached = true;
+	}
+	region__stripe_wrunlock(s);
+	count_invalidation(r, origin);
+	if (!w)
+		return -ENOMEM;
+	*wf = w;
+	return 0;
+}
+
+int region_write_end(struct region *r, struct region_flight *wf,
+		     struct region_value *v, enum region_origin origin)
+{
+	struct stripe *s;
+	struct entry *e = NULL;
+	bool own = false, eref = false, ok;
+	uint64_t now = 0;
+
+	if (!wf) {
+		region_value_unref(v);
+		return 0; /* region_write_begin() failed and invalidated */
+	}
+	assert(wf->r == r);
+	s = region__stripe_of(r, wf->hash);
+	if (v) {
+		/* as region_flight_done(): the entry and its reference to v
+		 * made before the lock (given back if the install is refused) */
+		e = entry_for(wf, v, &own);
+		now = region_now_ms();
+		eref = e && (own || region__entry_indirect(e));
+		if (eref)
+			atomic_fetch_add_explicit(&v->refs, 1,
+						  memory_order_relaxed);
+	}
+	region__stripe_wrlock(s);
+	unlist_write_locked(s, wf);
+	invalidate_locked(s, wf->hash, wf->key, wf->klen);
+	ok = e && !wf->poisoned && !flight_stale_locked(s, wf) &&
+	     cacheable_locked(s, e);
+	if (ok) {
+		/* invalidate_locked() left no entry for the key, and any
+		 * reader's flight of it is poisoned: e is the only one */
+		region__make_room_locked(r, s, true, region__entry_charge(e),
+					 REGION_SWEEP_BATCH / 2, NULL);
+		region__link_locked(s, e, wf->hash, now);
+	} else if (e && !own) {
+		region__entry_discard(e); /* never linked */
+	}
+	region__stripe_wrunlock(s);
+	if (eref && !ok) /* refused: never the last, ours keeps one */
+		atomic_fetch_sub_explicit(&v->refs, 1, memory_order_relaxed);
+	count_invalidation(r, origin);
+	if (ok) {
+		region__count(r, ST_INSTALLS, 1);
+		region__count(r, ST_WRITE_INSTALLS, 1);
+	}
+	region_value_unref(v);
+	flight_free(wf); /* never joined: ours alone */
+	return ok ? 1 : 0;
 }
 
 /*
@@ -1405,6 +1536,16 @@ void region_invalidate_all(struct region *r, enum region_origin origin)
 		     b++) {
 			while (s->flights[b])
 				poison_at_locked(s, &s->flights[b]);
+		}
+		/* writers' flights: likewise (their generation too) */
+		while (s->writes && stale_guard_on()) {
+			struct region_flight *w = s->writes;
+
+			region__examined(s, 1);
+			s->writes = w->next;
+			w->next = NULL;
+			w->poisoned = true;
+			w->attached = false;
 		}
 		region__stripe_wrunlock(s);
 	}

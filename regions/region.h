@@ -116,6 +116,10 @@ struct region_limits {
 	X(REGION_SRC_SLOT, ST_INSTALLS, installs, REGION_UNIT_COUNT,           \
 	  "installs", "regionfs_installs_total", NULL,                         \
 	  "Values installed in the cache.")                                    \
+	X(REGION_SRC_SLOT, ST_WRITE_INSTALLS, write_installs,                  \
+	  REGION_UNIT_COUNT, "write_installs",                                 \
+	  "regionfs_write_installs_total", NULL,                               \
+	  "Values installed by the write that committed them.")                \
 	X(REGION_SRC_SLOT, ST_INV_LOCAL, invalidations_local,                  \
 	  REGION_UNIT_COUNT, "invalidations_local",                            \
 	  "regionfs_invalidations_total", "local",                             \
@@ -326,7 +330,9 @@ int region_flight_done(struct region *r, struct region_flight *fl, int rc,
 		       struct region_value *v, struct region_value **out);
 
 /*
- * A value of len bytes for fl's key that the loader fills in place (*data:
+ * A value of len bytes for fl's key (a load's flight, or a writer's from
+ * region_write_begin(), whose value goes to region_write_end(r, fl, v,
+ * ...)) that the loader fills in place (*data:
  * len writable bytes; set its metadata too) before it hands the value to
  * region_flight_done(r, fl, 0, v, ...). Up to 4 KiB it is made in the
  * block the cache entry will live in (entry header, key and value in one
@@ -366,6 +372,43 @@ bool region_peek(struct region *r, const void *key, size_t klen,
  */
 void region_invalidate(struct region *r, const void *key, size_t klen,
 		       enum region_origin origin);
+/*
+ * A write with a write-through install: E1 and E2 of a write that may
+ * leave the value it committed in the cache instead of evicting it twice.
+ *
+ * region_write_begin() is E1: region_invalidate(), and in the same stripe
+ * lock hold, after the eviction, a *writer flight* for key in *wf. A
+ * writer flight is not a load: no region_get() joins it, it is not
+ * counted in flights, and it installs nothing by itself; it only records
+ * whether the key was invalidated after this E1. Every invalidation of
+ * the key from then on poisons it: region_invalidate() (another writer's
+ * E1 or E2 of the old kind, an outside change), region_invalidate_all(),
+ * another writer's region_write_begin() or region_write_end() of the
+ * key. 0, or -ENOMEM / -EINVAL / -ENAMETOOLONG with *wf NULL (the key is
+ * invalidated all the same; region_write_end(r, NULL, ...) is then E2).
+ *
+ * region_write_end() is E2: region_invalidate() (the key's entry, its
+ * reader's flight, the other writers' flights), and in the same hold, if
+ * v is not NULL, wf was not poisoned and v fits the stripe, installs v
+ * (the bytes the write committed, its metadata set) in place of the
+ * evicted entry. Takes over the caller's reference to v (NULL: a failed
+ * commit, evict only). wf is freed. Returns 1 if v was installed, else 0.
+ * Counts one invalidation of origin, and write_installs for an install.
+ * region_flight_value(wf, ...) may make v in place (in the entry's block).
+ *
+ * Why an installed value is never older than a committed value whose
+ * writer's E2 is done: the caller commits between the two calls. Another
+ * write whose E2 ran before this E1 committed before this write's commit
+ * began (so v is newer); one whose E2 ran after this E1 and before this
+ * E2 poisoned wf (no install); one whose E2 runs after this E2 evicts v.
+ * An outside change: its invalidation (after its commit) before this E1
+ * means this commit is later; between E1 and E2 it poisons wf; after E2
+ * it evicts v. (doc/design.md, "Write-through installs".)
+ */
+int region_write_begin(struct region *r, const void *key, size_t klen,
+		       enum region_origin origin, struct region_flight **wf);
+int region_write_end(struct region *r, struct region_flight *wf,
+		     struct region_value *v, enum region_origin origin);
 /* Invalidates every key and poisons every flight (a bulk outside change).
  * O(stripes): entries are reclaimed lazily, in bounded batches. */
 void region_invalidate_all(struct region *r, enum region_origin origin);

@@ -258,7 +258,8 @@ struct region_flight {
 	uint64_t hash;		    /* immutable */
 	uint64_t start_ns;	    /* immutable; coarse monotonic clock */
 	uint32_t gen;		    /* immutable; stripe generation */
-	bool attached;		    /* L: stripe; findable by region_get() */
+	bool attached;		    /* L: stripe; findable by region_get(),
+				     * or a writer's: on the stripe's writes */
 	bool poisoned;		    /* L: stripe; an invalidation hit it */
 	bool done;		    /* L: stripe */
 	atomic_uint refs;	    /* loader + waiters */
@@ -548,6 +549,9 @@ struct stripe {
 	uint64_t advance_at; /* L: stripe; nretired to scan at */
 	/* attached flights, by their key's hash (region__flight_bucket()) */
 	struct region_flight *flights[REGION_FLIGHT_BUCKETS]; /* L: stripe */
+	/* writers' flights between E1 and E2 (region_write_begin()): one
+	 * per write in progress on the stripe, never joined */
+	struct region_flight *writes; /* L: stripe */
 	/* policy state: LRU, most recently used at the head */
 	struct rlist lru; /* L: stripe */
 	/* S3-FIFO */

@@ -1064,6 +1064,296 @@ static void test_stranded_key_race_done_between_evictions(void **state)
 	assert_int_equal(without.stale_puts, 0);
 }
 
+/* ---- write-through installs (region_write_begin/end) ------------------ */
+
+/* A value holding s with version ver, as a writer's commit makes it. */
+static struct region_value *versioned(const char *s, uint64_t ver)
+{
+	struct region_value *v = str_value(s);
+
+	region_value_set_meta(v, (int64_t)ver, ver);
+	return v;
+}
+
+/* What a read of k returns now: the cached value's text, or NULL (a miss,
+ * whose flight is completed as an error so nothing is installed). */
+static bool cached_is(struct region *r, const char *k, const char *s)
+{
+	struct region_flight *fl;
+	struct region_value *v, *out;
+	bool is;
+
+	if (region_get(r, k, strlen(k), &v, &fl) == REGION_LOAD) {
+		region_flight_done(r, fl, -EIO, NULL, &out);
+		return s == NULL;
+	}
+	is = s && value_is(v, s);
+	region_value_unref(v);
+	return is;
+}
+
+static void test_write_through_installs_the_committed_value(void **state)
+{
+	struct region *r = *state;
+	struct region_flight *w;
+	struct region_value *v;
+
+	put(r, "k", "old");
+	assert_int_equal(region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w),
+			 0);
+	assert_non_null(w);
+	assert_false(region_contains(r, "k", 1)); /* E1 evicted it */
+	assert_int_equal(stats_of(r).flights, 0); /* not a load */
+	/* commit */
+	assert_int_equal(region_write_end(r, w, versioned("new", 7),
+					  REGION_ORIGIN_LOCAL),
+			 1);
+	v = must_hit(r, "k");
+	assert_true(value_is(v, "new"));
+	assert_int_equal(region_value_version(v), 7);
+	region_value_unref(v);
+	assert_int_equal(stats_of(r).write_installs, 1);
+	assert_int_equal(stats_of(r).invalidations_local, 2);
+	assert_int_equal(stats_of(r).loads, 1); /* put()'s only */
+}
+
+static void test_write_through_value_made_in_place(void **state)
+{
+	struct region *r = *state;
+	struct region_flight *w;
+	struct region_value *v;
+	void *data;
+
+	assert_int_equal(region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w),
+			 0);
+	v = region_flight_value(w, 3, &data);
+	assert_non_null(v);
+	memcpy(data, "abc", 3);
+	region_value_set_meta(v, 1, 1);
+	assert_int_equal(region_write_end(r, w, v, REGION_ORIGIN_LOCAL), 1);
+	assert_true(cached_is(r, "k", "abc"));
+}
+
+/* An outside change (or any invalidation) after E1 poisons the writer. */
+static void test_poisoned_writer_flight_does_not_install(void **state)
+{
+	struct region *r = *state;
+	struct region_flight *w;
+	struct region_value *v;
+	void *data;
+
+	assert_int_equal(region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w),
+			 0);
+	region_invalidate(r, "k", 1, REGION_ORIGIN_OUTSIDE); /* the feed */
+	assert_int_equal(region_write_end(r, w, versioned("mine", 2),
+					  REGION_ORIGIN_LOCAL),
+			 0);
+	assert_true(cached_is(r, "k", NULL));
+	assert_int_equal(stats_of(r).write_installs, 0);
+
+	/* the same, with a value made in the entry's block (a leak or a
+	 * double free here is the sanitizers' to find) */
+	assert_int_equal(region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w),
+			 0);
+	v = region_flight_value(w, 2, &data);
+	memcpy(data, "xy", 2);
+	region_invalidate(r, "k", 1, REGION_ORIGIN_OUTSIDE);
+	assert_int_equal(region_write_end(r, w, v, REGION_ORIGIN_LOCAL), 0);
+	assert_true(cached_is(r, "k", NULL));
+
+	/* invalidate-all poisons it too */
+	assert_int_equal(region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w),
+			 0);
+	region_invalidate_all(r, REGION_ORIGIN_OUTSIDE);
+	assert_int_equal(region_write_end(r, w, versioned("mine", 3),
+					  REGION_ORIGIN_LOCAL),
+			 0);
+	assert_true(cached_is(r, "k", NULL));
+	assert_int_equal(stats_of(r).write_installs, 0);
+}
+
+/* Other keys' invalidations do not poison it. */
+static void test_writer_flight_ignores_other_keys(void **state)
+{
+	struct region *r = *state;
+	struct region_flight *w, *w2;
+
+	assert_int_equal(region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w),
+			 0);
+	region_invalidate(r, "j", 1, REGION_ORIGIN_OUTSIDE);
+	assert_int_equal(
+		region_write_begin(r, "i", 1, REGION_ORIGIN_LOCAL, &w2), 0);
+	assert_int_equal(
+		region_write_end(r, w2, versioned("I", 1), REGION_ORIGIN_LOCAL),
+		1);
+	assert_int_equal(
+		region_write_end(r, w, versioned("K", 1), REGION_ORIGIN_LOCAL),
+		1);
+	assert_true(cached_is(r, "k", "K"));
+	assert_true(cached_is(r, "i", "I"));
+}
+
+/*
+ * Two writers of one key, W1 and W2, each E1 commit E2, in every order of
+ * their four steps where each writer's E1 precedes its E2 (the commits
+ * happen somewhere between; their order is unknown to the engine). After
+ * both E2s the cache must not hold W1's value if W2's E1 came after W1's
+ * E1 and before W1's E2 (W2 may have committed first). Checked: at most
+ * the writer that no other invalidation followed installs, and after the
+ * last E2 the cache holds a value only if the last E2 was that writer's.
+ */
+static void test_second_writer_prevents_first_install(void **state)
+{
+	struct region *r = *state;
+	struct region_flight *w1, *w2;
+
+	/* W1 E1, W2 E1, W1 E2, W2 E2: nobody installs */
+	assert_int_equal(
+		region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w1), 0);
+	assert_int_equal(
+		region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w2), 0);
+	assert_int_equal(region_write_end(r, w1, versioned("one", 1),
+					  REGION_ORIGIN_LOCAL),
+			 0);
+	assert_int_equal(region_write_end(r, w2, versioned("two", 2),
+					  REGION_ORIGIN_LOCAL),
+			 0);
+	assert_true(cached_is(r, "k", NULL));
+
+	/* W1 E1, W2 E1, W2 E2, W1 E2: W2 installs, W1's E2 evicts it */
+	assert_int_equal(
+		region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w1), 0);
+	assert_int_equal(
+		region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w2), 0);
+	assert_int_equal(region_write_end(r, w2, versioned("two", 4),
+					  REGION_ORIGIN_LOCAL),
+			 1);
+	assert_true(cached_is(r, "k", "two"));
+	assert_int_equal(region_write_end(r, w1, versioned("one", 3),
+					  REGION_ORIGIN_LOCAL),
+			 0);
+	assert_true(cached_is(r, "k", NULL));
+
+	/* W1 E1, W1 E2, W2 E1, W2 E2: both install, W2's last */
+	assert_int_equal(
+		region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w1), 0);
+	assert_int_equal(region_write_end(r, w1, versioned("one", 5),
+					  REGION_ORIGIN_LOCAL),
+			 1);
+	assert_int_equal(
+		region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w2), 0);
+	assert_false(region_contains(r, "k", 1));
+	assert_int_equal(region_write_end(r, w2, versioned("two", 6),
+					  REGION_ORIGIN_LOCAL),
+			 1);
+	assert_true(cached_is(r, "k", "two"));
+	/* a plain write's E1 (region_invalidate) after W's E1 poisons W */
+	assert_int_equal(
+		region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w1), 0);
+	region_invalidate(r, "k", 1, REGION_ORIGIN_LOCAL);
+	assert_int_equal(region_write_end(r, w1, versioned("one", 7),
+					  REGION_ORIGIN_LOCAL),
+			 0);
+	assert_true(cached_is(r, "k", NULL));
+}
+
+/* A reader's load between E1 and E2 never outlives the writer's install. */
+static void test_reader_flight_during_write_through(void **state)
+{
+	struct region *r = *state;
+	struct region_flight *w, *fl;
+	struct region_value *out;
+
+	/* the reader misses after E1 and reads the old row; done after E2 */
+	assert_int_equal(region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w),
+			 0);
+	fl = must_miss(r, "k");
+	assert_int_equal(region_write_end(r, w, versioned("new", 2),
+					  REGION_ORIGIN_LOCAL),
+			 1);
+	assert_int_equal(region_flight_done(r, fl, 0, str_value("old"), &out),
+			 0);
+	assert_true(value_is(out, "old")); /* its read overlapped the write */
+	region_value_unref(out);
+	assert_true(cached_is(r, "k", "new"));
+	assert_int_equal(stats_of(r).stale_puts_rejected, 1);
+
+	/* ... done before E2: installed, then replaced at E2 */
+	assert_int_equal(region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w),
+			 0);
+	finish(r, must_miss(r, "k"), "old");
+	assert_true(cached_is(r, "k", "old"));
+	assert_int_equal(region_write_end(r, w, versioned("newer", 3),
+					  REGION_ORIGIN_LOCAL),
+			 1);
+	assert_true(cached_is(r, "k", "newer"));
+
+	/* a reader's flight from before E1 is poisoned by E1 as ever */
+	fl = must_miss(r, "j");
+	assert_int_equal(region_write_begin(r, "j", 1, REGION_ORIGIN_LOCAL, &w),
+			 0);
+	assert_int_equal(
+		region_write_end(r, w, versioned("J", 1), REGION_ORIGIN_LOCAL),
+		1);
+	assert_int_equal(region_flight_done(r, fl, 0, str_value("old"), &out),
+			 0);
+	region_value_unref(out);
+	assert_true(cached_is(r, "j", "J"));
+}
+
+/* A failed commit (no value) and a value over the limits install nothing. */
+static void test_write_through_failed_or_too_big(void **state)
+{
+	struct region *r = *state;
+	struct region_flight *w;
+	char big[5000];
+
+	put(r, "k", "old");
+	assert_int_equal(region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w),
+			 0);
+	assert_int_equal(region_write_end(r, w, NULL, REGION_ORIGIN_LOCAL), 0);
+	assert_true(cached_is(r, "k", NULL));
+
+	memset(big, 'b', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0'; /* over max_value_size (4096) */
+	assert_int_equal(region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w),
+			 0);
+	assert_int_equal(
+		region_write_end(r, w, versioned(big, 1), REGION_ORIGIN_LOCAL),
+		0);
+	assert_true(cached_is(r, "k", NULL));
+	assert_int_equal(stats_of(r).write_installs, 0);
+	/* E2 without a writer's flight (region_write_begin() failed) */
+	assert_int_equal(region_write_end(r, NULL, versioned("x", 1),
+					  REGION_ORIGIN_LOCAL),
+			 0);
+	assert_int_equal(region_write_begin(r, "", 0, REGION_ORIGIN_LOCAL, &w),
+			 -EINVAL);
+	assert_null(w);
+}
+
+/* Without the guard a poisoning invalidation is not seen (the test hook
+ * shows that the checks above are the guard's). */
+static void test_write_through_without_guard_installs_stale(void **state)
+{
+	struct region *r = *state;
+	struct region_flight *w1, *w2;
+
+	region_test_disable_stale_guard(true);
+	assert_int_equal(
+		region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w1), 0);
+	assert_int_equal(
+		region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w2), 0);
+	assert_int_equal(region_write_end(r, w2, versioned("two", 2),
+					  REGION_ORIGIN_LOCAL),
+			 1);
+	assert_int_equal(region_write_end(r, w1, versioned("one", 1),
+					  REGION_ORIGIN_LOCAL),
+			 1); /* W2 may have committed after: stale */
+	assert_true(cached_is(r, "k", "one"));
+	region_test_disable_stale_guard(false);
+}
+
 static void test_invalidate_all_poisons_every_flight(void **state)
 {
 	struct region *r = *state;
@@ -1340,6 +1630,28 @@ int main(void)
 		cmocka_unit_test(test_stranded_key_race_is_prevented),
 		cmocka_unit_test(test_stranded_key_race_load_between_evictions),
 		cmocka_unit_test(test_stranded_key_race_done_between_evictions),
+		cmocka_unit_test_setup_teardown(
+			test_write_through_installs_the_committed_value, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_write_through_value_made_in_place, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_poisoned_writer_flight_does_not_install, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_writer_flight_ignores_other_keys, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_second_writer_prevents_first_install, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_reader_flight_during_write_through, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_write_through_failed_or_too_big, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_write_through_without_guard_installs_stale, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(
 			test_invalidate_all_poisons_every_flight, setup,
 			teardown),
