@@ -374,18 +374,80 @@ static int put_locked(struct rfs_region *rr, const char *region,
 			       NULL);
 }
 
+/*
+ * The value a commit of data leaves in the cache: a copy made in the
+ * block its entry will use (region_flight_value()), with the committed
+ * row's metadata and a serial of its own. NULL if the store's row is not
+ * known to be those bytes (a version of 0: a put that wrote no row) or on
+ * ENOMEM.
+ */
+static struct region_value *committed_value(struct region_flight *wf,
+					    const void *data, size_t len,
+					    const struct store_meta *m)
+{
+	struct region_value *v;
+	void *p;
+
+	if (m->version == 0 || m->size != len)
+		return NULL;
+	v = region_flight_value(wf, len, &p);
+	if (!v)
+		return NULL;
+	if (len)
+		memcpy(p, data, len);
+	region_value_set_meta(v, m->mtime_ns, m->version);
+	region_value_set_tag(v, rfs_value_serial());
+	return v;
+}
+
+static int put_cached_locked(struct rfs_region *rr, const char *region,
+			     const void *key, size_t klen, const void *data,
+			     size_t len, unsigned flags, bool notify,
+			     bool cache, struct store_meta *meta);
+
 /* put_locked(), and *meta (may be NULL) gets the committed row. */
 static int put_meta_locked(struct rfs_region *rr, const char *region,
 			   const void *key, size_t klen, const void *data,
 			   size_t len, unsigned flags, bool notify,
 			   struct store_meta *meta)
 {
+	return put_cached_locked(rr, region, key, klen, data, len, flags,
+				 notify, false, meta);
+}
+
+/*
+ * put_meta_locked(), and with cache a write-through install: E1 starts a
+ * writer's flight (region_write_begin()), and E2 installs the committed
+ * bytes in place of its eviction if no invalidation of the key came
+ * after E1 (region_write_end(); doc/design.md, "Write-through installs").
+ * A failed commit, or a value over the region's max_value_size, only
+ * evicts, as without cache.
+ */
+static int put_cached_locked(struct rfs_region *rr, const char *region,
+			     const void *key, size_t klen, const void *data,
+			     size_t len, unsigned flags, bool notify,
+			     bool cache, struct store_meta *meta)
+{
 	char esc[RFS_ESC_LEN];
+	struct region_flight *wf = NULL;
+	struct region_value *v = NULL;
+	struct store_meta m;
 	int rc;
 
-	evict(rr, key, klen); /* E1 */
+	if (!meta)
+		meta = &m;
+	if (rr && cache && len <= value_limit(rr)) /* E1, with a flight */
+		region_write_begin(rr->r, key, klen, REGION_ORIGIN_LOCAL, &wf);
+	else
+		evict(rr, key, klen); /* E1 */
 	rc = store_put(rfs.st, region, key, klen, data, len, flags, meta);
-	evict(rr, key, klen); /* E2 */
+	if (wf) { /* E2: the install, or the eviction */
+		if (rc == 0)
+			v = committed_value(wf, data, len, meta);
+		region_write_end(rr->r, wf, v, REGION_ORIGIN_LOCAL);
+	} else {
+		evict(rr, key, klen); /* E2 */
+	}
 	if (rc == 0) {
 		rfs_count(RFS_C_COMMITS, 1);
 		if (notify)
@@ -758,11 +820,11 @@ static void notify_unless_clean(const char *region, const void *key,
  * the row, so one that read the old row has moved the count by then.
  */
 static int put_id(const struct rfs_ident *id, const void *data, size_t len,
-		  unsigned flags, const struct rfs_entry_mark *mark)
+		  unsigned flags, bool cache, const struct rfs_entry_mark *mark)
 {
 	struct rfs_region *rr = write_begin(id->region);
-	int rc = put_locked(rr, id->region, id->key, id->klen, data, len, flags,
-			    false);
+	int rc = put_cached_locked(rr, id->region, id->key, id->klen, data, len,
+				   flags, false, cache, NULL);
 
 	if (rc == 0)
 		notify_unless_clean(id->region, id->key, id->klen, mark);
@@ -771,8 +833,8 @@ static int put_id(const struct rfs_ident *id, const void *data, size_t len,
 }
 
 int rfs_commit_handle(fuse_ino_t ino, const void *data, size_t len,
-		      unsigned flags, const struct rfs_entry_mark *mark,
-		      struct rfs_unborn *ub)
+		      unsigned flags, bool cache,
+		      const struct rfs_entry_mark *mark, struct rfs_unborn *ub)
 {
 	char esc[RFS_ESC_LEN];
 	struct rfs_names l;
@@ -789,7 +851,7 @@ int rfs_commit_handle(fuse_ino_t ino, const void *data, size_t len,
 	} else {
 		/* the create's row and the data in one commit */
 		birth = ub_claim(ub);
-		rc = put_id(&id, data, len, flags, mark);
+		rc = put_id(&id, data, len, flags, cache, mark);
 		if (birth)
 			ub_claimed(ub, rc);
 	}

@@ -459,6 +459,11 @@ void rfs_count(enum rfs_ctr c, int64_t n);
 uint64_t rfs_counter(enum rfs_ctr c);
 /* A small per-thread number (0..n-1), assigned on first use. */
 unsigned rfs_thread_slot(unsigned n);
+/*
+ * A new serial for a value the daemon makes (its tag, region_value_tag():
+ * handle.c's loads and commit.c's write-through installs). Starts at 1.
+ */
+uint64_t rfs_value_serial(void);
 
 /* ---- view.c: the snapshot of the virtual files --------------------------- */
 
@@ -1070,13 +1075,14 @@ void rfs_names_mark(const char *region, const void *key, size_t klen,
 /*
  * A write handle's commit of data to the name its inode ino has now: E1,
  * store_put, E2. 0 without storing anything if the inode is gone
- * (unlinked or replaced while open). flags: STORE_*. mark (may be NULL):
- * the handle's, see above; with it, the kernel's entry is invalidated
- * only if needed. 0 or -errno.
+ * (unlinked or replaced while open). flags: STORE_*. cache: E2 may leave
+ * the committed value in the cache (a write-through install, commit.c)
+ * instead of evicting it. mark (may be NULL): the handle's, see above;
+ * with it, the kernel's entry is invalidated only if needed. 0 or -errno.
  */
 int rfs_commit_handle(fuse_ino_t ino, const void *data, size_t len,
-		      unsigned flags, const struct rfs_entry_mark *mark,
-		      struct rfs_unborn *ub);
+		      unsigned flags, bool cache,
+		      const struct rfs_entry_mark *mark, struct rfs_unborn *ub);
 /*
  * create(): -EEXIST with O_EXCL in oflags if the key exists (in the store,
  * or unborn: created here and not committed yet); if it does not, it

@@ -15,9 +15,11 @@
  * inode's page cache may only ever hold the bytes of one value, and two
  * loads of one row version need not hold the same bytes (an outside
  * writer may rewrite a row without changing version, size or mtime).
- * The serial is the value's tag (region_value_set_tag()); value_new() is
- * the only place the daemon makes a value, so every value in its regions
- * has one (serials start at 1; 0 means "no load").
+ * The serial is the value's tag (region_value_set_tag()); value_new() and
+ * commit.c's write-through install (the value a commit leaves in the
+ * cache) are the only places the daemon makes a value, both with a serial
+ * of rfs_value_serial(), so every value in its regions has one (serials
+ * start at 1; 0 means "no load").
  *
  * Write handles hold a private buffer (DESIGN.md "The write path"): a copy
  * of the value at open, or empty with O_TRUNC. write() and ftruncate()
@@ -301,8 +303,6 @@ void rfs_handles_shutdown(void)
 
 /* ---- the read path ------------------------------------------------------- */
 
-static atomic_uint_fast64_t load_serial; /* the last serial handed out */
-
 /*
  * A value for a loaded row: takes over data (malloc()ed, size bytes, NULL
  * when empty) and tags it with the load's serial (region_value_tag()).
@@ -310,7 +310,7 @@ static atomic_uint_fast64_t load_serial; /* the last serial handed out */
  */
 static struct region_value *value_new(void *data, const struct store_meta *meta)
 {
-	uint64_t serial = atomic_fetch_add(&load_serial, 1) + 1;
+	uint64_t serial = rfs_value_serial();
 	struct region_value *v = region_value_adopt(data, meta->size);
 
 	if (v) {
@@ -831,11 +831,15 @@ static int commit_buf(struct rfs_whandle *w, const struct rfs_wbuf *b,
 		      bool durable)
 {
 	unsigned flags = 0;
+	bool cache;
 
 	if (durable || w->rr->cfg.durable)
 		flags |= STORE_DURABLE;
-	return rfs_commit_handle(w->ino, b->data, b->len, flags, &w->mark,
-				 w->ub);
+	/* the committed value may stay in the cache (commit.c) if the memory
+	 * limit admits it, as a load's would be */
+	cache = rfs_mem_admit(b->len) == 0;
+	return rfs_commit_handle(w->ino, b->data, b->len, flags, cache,
+				 &w->mark, w->ub);
 }
 
 /*

@@ -225,6 +225,15 @@ uint64_t rfs_counter(enum rfs_ctr c)
 	return sum > 0 ? (uint64_t)sum : 0;
 }
 
+/* ---- value serials ------------------------------------------------------- */
+
+static atomic_uint_fast64_t value_serial; /* the last serial handed out */
+
+uint64_t rfs_value_serial(void)
+{
+	return atomic_fetch_add(&value_serial, 1) + 1;
+}
+
 /* ---- regions and tables -------------------------------------------------- */
 
 void rfs_region_unref(struct rfs_region *rr)

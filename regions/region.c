@@ -1148,8 +1148,11 @@ static bool installable_locked(struct region *r, struct stripe *s,
  * Links e (its value reference taken) for fl's key. Lock held. attached:
  * fl was attached until this hold. Then no entry for the key can exist:
  * a miss attaches a flight only after dropping any entry for the key, a
- * second miss joins the attached flight, and installs go through flights
- * only. Otherwise (a poisoned flight with the guard off) one is replaced.
+ * second miss joins the attached flight, installs go through flights
+ * only, and a writer's install (region_write_end()) detaches the key's
+ * flight. Otherwise (a poisoned flight with the guard off, or with the
+ * guard off a writer's install beside an attached flight) one is
+ * replaced.
  */
 static void install_locked(struct region *r, struct stripe *s,
 			   struct region_flight *fl, struct entry *e,
@@ -1157,10 +1160,10 @@ static void install_locked(struct region *r, struct stripe *s,
 {
 	struct entry *old = NULL;
 
-	if (!attached)
+	if (!attached || !stale_guard_on())
 		old = region__stripe_find(s, fl->hash, fl->key, fl->klen);
 	assert(!region__stripe_find(s, fl->hash, fl->key, fl->klen) ||
-	       !attached);
+	       !attached || !stale_guard_on());
 	if (old)
 		region__unlink_hash_locked(s, old, fl->hash);
 	/* bounded: excess left by a lowered limit goes in later holds (half

@@ -166,7 +166,8 @@ static void test_commit_after_unlink_in_the_window_stores_nothing(void **state)
 	(void)state;
 	assert_null(rfs.st);
 	arm(unlink_a, 2);
-	assert_int_equal(rfs_commit_handle(ino, "x", 1, 0, NULL, NULL), 0);
+	assert_int_equal(rfs_commit_handle(ino, "x", 1, 0, false, NULL, NULL),
+			 0);
 	assert_int_equal(hook_ran, 1);
 	rfs_inode_forget(ino, 1);
 }
