@@ -12,6 +12,17 @@
  * the old row before the store operation finished, so the old value can
  * never be installed after the reply (the stale-put guard).
  *
+ * A write handle's commit does E1 and E2 as a write-through install
+ * (put_cached_locked()): E1 also starts a writer's flight
+ * (region_write_begin()), and E2 (region_write_end()) installs the bytes
+ * just committed, with the row's new version and mtime, instead of
+ * evicting, unless another invalidation of the key came after E1 (another
+ * writer's E1 or E2, the change feed, invalidate-all): then it evicts as
+ * before. So the next read of the key is a hit, and never of a value
+ * older than a commit whose close() has returned (region.h has the
+ * argument, doc/design.md "Write-through installs" the cases). Truncate,
+ * unlink, rename and an unborn key's empty row keep plain evictions.
+ *
  * Each operation resolves its region once (write_begin()): one reference
  * on the region the name has now, used for E1, E2 and the settings. A
  * reload that swapped the region table between E1 and E2 could recreate

@@ -42,6 +42,17 @@
  * Capacity eviction and expiry poison nothing: they do not mean the value
  * changed.
  *
+ * Writers' flights (region_write_begin/end(), a write-through install).
+ * The other way into the cache: a write's E1 evicts and, in the same
+ * hold, puts a flight on the stripe's list of writes (not in the buckets:
+ * no miss joins it, and it is not a load); every invalidation of its key
+ * after that (region_invalidate(), invalidate-all, another writer's
+ * begin or end) poisons it and takes it off the list. The write's E2
+ * evicts, poisons the key's reader flight and other writers' flights as
+ * an invalidation does, and links the committed value in the same hold
+ * if its own flight was not poisoned. region.h says why that value can
+ * never be older than a commit whose E2 is done.
+ *
  * Why flights sit in per-stripe lists (by hash, REGION_FLIGHT_BUCKETS)
  * and not in the hash table: only loads in the air are there (bounded by
  * the number of loading threads), and keeping them out of the table keeps
