@@ -1354,6 +1354,115 @@ static void test_write_through_without_guard_installs_stale(void **state)
 	region_test_disable_stale_guard(false);
 }
 
+/*
+ * Writers (E1, a commit to a pretend store, E2 with the committed value),
+ * readers (a hit, or a load from the store through the flight) and an
+ * outside invalidator on a few keys, at once. What must hold whatever the
+ * schedule: a read that starts after a write's E2 returned never gets a
+ * version older than that write's (each key's completed version is
+ * published after E2, and read before the region_get()).
+ */
+#define WT_KEYS	  4
+#define WT_ROUNDS 20000
+
+struct wt_shared {
+	struct region *r;
+	pthread_mutex_t mu;		    /* the store */
+	uint64_t db[WT_KEYS];		    /* M: mu; committed version */
+	atomic_uint_fast64_t done[WT_KEYS]; /* highest version past its E2 */
+	atomic_uint_fast64_t older;	    /* reads older than done */
+	atomic_bool stop;
+};
+
+static void wt_key(char *k, unsigned i)
+{
+	k[0] = 'k';
+	k[1] = (char)('0' + i);
+}
+
+static void *wt_writer(void *arg)
+{
+	struct wt_shared *sh = arg;
+	unsigned n, i;
+	char k[2];
+
+	for (n = 0; n < WT_ROUNDS; n++) {
+		struct region_flight *w;
+		struct region_value *v;
+		uint64_t ver, d;
+
+		i = n % WT_KEYS;
+		wt_key(k, i);
+		region_write_begin(sh->r, k, 2, REGION_ORIGIN_LOCAL, &w);
+		pthread_mutex_lock(&sh->mu);
+		ver = ++sh->db[i];
+		pthread_mutex_unlock(&sh->mu);
+		v = region_value_create(k, 2);
+		region_value_set_meta(v, 0, ver);
+		region_write_end(sh->r, w, v, REGION_ORIGIN_LOCAL);
+		d = atomic_load(&sh->done[i]);
+		while (d < ver &&
+		       !atomic_compare_exchange_weak(&sh->done[i], &d, ver))
+			;
+	}
+	return NULL;
+}
+
+static void *wt_reader(void *arg)
+{
+	struct wt_shared *sh = arg;
+	unsigned n = 0, i;
+	char k[2];
+
+	while (!atomic_load(&sh->stop)) {
+		struct region_flight *fl;
+		struct region_value *v, *out;
+		uint64_t floor, ver;
+
+		i = n++ % WT_KEYS;
+		wt_key(k, i);
+		floor = atomic_load(&sh->done[i]);
+		if (region_get(sh->r, k, 2, &v, &fl) == REGION_LOAD) {
+			pthread_mutex_lock(&sh->mu);
+			ver = sh->db[i];
+			pthread_mutex_unlock(&sh->mu);
+			v = region_value_create(k, 2);
+			region_value_set_meta(v, 0, ver);
+			region_flight_done(sh->r, fl, 0, v, &out);
+			v = out;
+		}
+		if (region_value_version(v) < floor)
+			atomic_fetch_add(&sh->older, 1);
+		region_value_unref(v);
+		if (n % 64 == 0) /* the change feed */
+			region_invalidate(sh->r, k, 2, REGION_ORIGIN_OUTSIDE);
+	}
+	return NULL;
+}
+
+static void test_write_through_threads_never_go_back(void **state)
+{
+	struct wt_shared sh = {.r = *state};
+	pthread_t w[2], rd[2];
+	unsigned i;
+
+	pthread_mutex_init(&sh.mu, NULL);
+	for (i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&rd[i], NULL, wt_reader, &sh),
+				 0);
+	for (i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&w[i], NULL, wt_writer, &sh),
+				 0);
+	for (i = 0; i < 2; i++)
+		pthread_join(w[i], NULL);
+	atomic_store(&sh.stop, true);
+	for (i = 0; i < 2; i++)
+		pthread_join(rd[i], NULL);
+	assert_int_equal(atomic_load(&sh.older), 0);
+	assert_int_equal(stats_of(*state).flights, 0);
+	pthread_mutex_destroy(&sh.mu);
+}
+
 static void test_invalidate_all_poisons_every_flight(void **state)
 {
 	struct region *r = *state;
@@ -1651,6 +1760,9 @@ int main(void)
 			test_write_through_failed_or_too_big, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			test_write_through_without_guard_installs_stale, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(
+			test_write_through_threads_never_go_back, setup,
 			teardown),
 		cmocka_unit_test_setup_teardown(
 			test_invalidate_all_poisons_every_flight, setup,
