@@ -75,7 +75,7 @@ for f in "$V/stats" "$V/regions/main/stats" "$V/regions/small/stats"; do
 	[ -z "$dup" ] || rfs_fail "$f repeats: $dup"
 done
 for n in gets hits misses coalesced loads load_failures load_not_found \
-	load_time_us stale_puts_rejected uncacheable installs \
+	load_time_us stale_puts_rejected uncacheable installs write_installs \
 	invalidations_local invalidations_outside invalidations \
 	evictions_size evictions_ttl evictions_tti evictions entries bytes \
 	flights stripes hit_ratio max_entries max_bytes keys_stored \
@@ -124,15 +124,23 @@ rfs_ok "a stats file is one snapshot taken at open ($snap < $g)"
 # ---- invalidations after a write -------------------------------------------------
 
 rfs_stat i0 "$S" invalidations_local
+rfs_stat w0 "$S" write_installs
 echo "main value 1 again" >"$M/main/k1" || rfs_fail "rewrite main/k1"
 rfs_stat i1 "$S" invalidations_local
 rfs_stat it "$S" invalidations
 rfs_stat io "$S" invalidations_outside
+rfs_stat w1 "$S" write_installs
+rfs_stat l3 "$S" loads
 [ "$i1" -ge $((i0 + 1)) ] || rfs_fail "write: invalidations_local $i0 -> $i1"
 [ "$it" = $((i1 + io)) ] || rfs_fail "invalidations is not local + outside"
 [ "$(cat "$M/main/k1")" = "main value 1 again" ] ||
 	rfs_fail "the rewrite is not read back"
 rfs_ok "a write counts invalidations ($i0->$i1)"
+# write-through: the commit left its bytes in the cache, nothing loads them
+rfs_stat l4 "$S" loads
+[ "$w1" -ge $((w0 + 1)) ] || rfs_fail "write: write_installs $w0 -> $w1"
+[ "$l4" = "$l3" ] || rfs_fail "read back of a write: loads $l3 -> $l4"
+rfs_ok "a write installs what it committed, read back with no load ($w0->$w1)"
 
 # ---- evictions in a small region -------------------------------------------------
 
