@@ -146,16 +146,19 @@ void rfs_mem_set_limit(uint64_t max_memory)
 				      memory_order_relaxed);
 }
 
-int rfs_mem_admit(uint64_t extra)
+/* Does max_memory leave room for extra bytes more? Counts nothing. */
+static bool mem_room(uint64_t extra)
 {
 	uint64_t max =
 		atomic_load_explicit(&rfs.max_memory, memory_order_relaxed);
-	uint64_t used;
 
-	if (!max)
-		return 0;
-	used = region_values_bytes() + atomic_load(&wbuf_bytes);
-	if (used + extra <= max)
+	return !max ||
+	       region_values_bytes() + atomic_load(&wbuf_bytes) + extra <= max;
+}
+
+int rfs_mem_admit(uint64_t extra)
+{
+	if (mem_room(extra))
 		return 0;
 	atomic_fetch_add(&mem_refusals, 1);
 	return -ENOMEM;
@@ -836,8 +839,9 @@ static int commit_buf(struct rfs_whandle *w, const struct rfs_wbuf *b,
 	if (durable || w->rr->cfg.durable)
 		flags |= STORE_DURABLE;
 	/* the committed value may stay in the cache (commit.c) if the memory
-	 * limit admits it, as a load's would be */
-	cache = rfs_mem_admit(b->len) == 0;
+	 * limit has room for it, as for a load (not a refusal if not: the
+	 * write goes on, only the install is skipped) */
+	cache = mem_room(b->len);
 	return rfs_commit_handle(w->ino, b->data, b->len, flags, cache,
 				 &w->mark, w->ub);
 }
