@@ -259,6 +259,12 @@ const char *store__walvfs_name(void);
  * writer calls it after each COMMIT. Nothing for another VFS's WAL.
  */
 int store__walvfs_flush(sqlite3 *db);
+/*
+ * The write connection's WAL grows in steps of this many bytes, written
+ * with zeros ahead of the commits (walvfs.c: an fsync over blocks that
+ * are there is cheaper than one that extends the file).
+ */
+#define STORE_WAL_GROW 1048576
 
 /* ---- checkpoint.c -------------------------------------------------------- */
 
