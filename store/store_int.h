@@ -139,6 +139,8 @@ struct store {
 	unsigned gather_left;	  /* L: lock; ops it still waits for */
 	unsigned group_target;	  /* L: lock; ops a durable batch waits
 				   * for (sqlite.c, batch_gather_locked) */
+	int64_t gather_ns;	  /* L: lock; the wait of a gather that
+				   * completed its group, moving average */
 	bool stopping;		  /* L: lock */
 	struct store_stats stats; /* L: lock */
 
