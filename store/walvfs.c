@@ -137,11 +137,18 @@ static void wal_grow(struct walfile *w, sqlite3_int64 end)
 	w->grow_after = end + (sqlite3_int64)STORE_WAL_GROW * 16;
 }
 
-/* Writes through to the file, growing it (wal_grow()) after success. */
+/*
+ * Writes through to the file, growing it (wal_grow()) after success. A
+ * write at offset 0 (the header of a WAL that starts again) asks the
+ * file's size again: someone else may have truncated it meanwhile
+ * (another process's wal_checkpoint(TRUNCATE)).
+ */
 static int wal_put(struct walfile *w, const void *p, int amt, sqlite3_int64 off)
 {
 	int rc = w->real->pMethods->xWrite(w->real, p, amt, off);
 
+	if (off == 0)
+		w->grown = 0;
 	if (rc == SQLITE_OK)
 		wal_grow(w, off + amt);
 	return rc;
