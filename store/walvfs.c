@@ -48,11 +48,13 @@
  * overwrite in place (measured the same way: 98-103 us). Zeros past the
  * last commit are no frames for SQLite: a frame is valid only with the
  * header's salts and a running checksum, and recovery stops at the first
- * invalid one, as it does after a WAL restart over older frames. A
- * failed growth (a full disk) truncates the zeros again and fails
- * nothing: the write itself went out first; growth is tried again only
- * STORE_WAL_GROW * 16 bytes later, so a full disk costs no write per
- * commit.
+ * invalid one, as it does after a WAL restart over older frames. The
+ * WAL grows ahead only while the file system has WAL_GROW_ROOM (64 MiB)
+ * free (room_to_grow(): near a full disk, ENOSPC comes where it came
+ * before, tests/integration/test_diskfull.sh). A failed growth truncates
+ * the zeros again and fails nothing: the write itself went out first;
+ * growth is tried again only STORE_WAL_GROW * 16 bytes later, so a full
+ * disk costs no write per commit.
  *
  * The buffer is mmap()ed, outside the heap: a 128 KiB malloc() on the
  * heap changed the daemon's heap layout enough to make a failure of
@@ -71,6 +73,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/statvfs.h>
 
 #include <sqlite3.h>
 
@@ -85,6 +88,8 @@
  */
 #define WALVFS_MAX    0x1ffff
 #define WAL_FRAME_HDR 24 /* bytes of a WAL frame header */
+/* Free bytes the file system needs for the WAL to grow ahead: the note. */
+#define WAL_GROW_ROOM ((uint64_t)STORE_WAL_GROW * 64)
 
 /* A WAL file: our methods, then the default VFS's file after it. */
 struct walfile {
@@ -94,7 +99,8 @@ struct walfile {
 	size_t len;	    /* bytes in buf waiting to be written at off */
 	sqlite3_int64 off;
 	sqlite3_int64 commit_page; /* where a commit frame's page goes; 0 */
-	sqlite3_int64 grown;	  /* the file holds written blocks up to here */
+	const char *path;    /* SQLite's name of the file, valid until close */
+	sqlite3_int64 grown; /* the file holds written blocks up to here */
 	sqlite3_int64 grow_after; /* a growth failed: not before this offset */
 };
 
@@ -105,6 +111,22 @@ static sqlite3_vfs *parent;
 static sqlite3_vfs walvfs;
 static pthread_once_t walvfs_once = PTHREAD_ONCE_INIT;
 static int walvfs_rc = SQLITE_ERROR;
+
+/*
+ * Is there room on the file system to grow the WAL ahead of its commits?
+ * Not with less than WAL_GROW_ROOM free: near a full disk the zeros
+ * would take the last room (a commit that SQLite would have refused with
+ * ENOSPC would succeed in it, and a checkpoint, which needs room in the
+ * database file, would fail); there the WAL grows with its commits, as
+ * SQLite grows it.
+ */
+static bool room_to_grow(const struct walfile *w)
+{
+	struct statvfs sv;
+
+	return w->path && statvfs(w->path, &sv) == 0 &&
+	       (uint64_t)sv.f_bavail * sv.f_frsize >= WAL_GROW_ROOM;
+}
 
 /*
  * After a write that ended at end: if the file holds no written blocks
@@ -122,6 +144,10 @@ static void wal_grow(struct walfile *w, sqlite3_int64 end)
 	if (m->xFileSize(w->real, &size) != SQLITE_OK)
 		return;
 	to = (end + STORE_WAL_GROW - 1) / STORE_WAL_GROW * STORE_WAL_GROW;
+	if (to > size && !room_to_grow(w)) {
+		w->grow_after = end + STORE_WAL_GROW;
+		return;
+	}
 	for (off = size; off < to && rc == SQLITE_OK; off += n) {
 		n = to - off < (sqlite3_int64)sizeof(zeros)
 			    ? (int)(to - off)
@@ -315,6 +341,7 @@ static int walvfs_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f,
 		return parent->xOpen(parent, name, f, flags, out_flags);
 	memset(w, 0, sizeof(*w));
 	w->real = (sqlite3_file *)(w + 1);
+	w->path = name;
 	rc = parent->xOpen(parent, name, w->real, flags, out_flags);
 	w->base.pMethods = w->real->pMethods ? &wal_methods : NULL;
 	if (rc == SQLITE_OK) { /* here: a write never allocates */
