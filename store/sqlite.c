@@ -1529,6 +1529,10 @@ static void batch_run_once(struct store *st, struct op *batch)
 		rc = sync_mode(st, st->durable || bi.durable);
 	if (rc == 0 && bi.nwrites)
 		rc = batch_txn(st, batch, &bi);
+	if (rc == 0 && st->sync_full && !st->wal_grows && bi.nwrites) {
+		store__walvfs_grow(st->wdb); /* fsynced: ahead from now on */
+		st->wal_grows = true;
+	}
 	if (rc == 0)
 		rc = batch_sync(st, &bi,
 				sqlite3_total_changes(st->wdb) != changes0,

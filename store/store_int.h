@@ -128,6 +128,7 @@ struct store {
 	int64_t durable_ns;	   /* a durable batch's time, moving average */
 	bool puts_held;		   /* this batch: the reserve is spent and
 				    * cannot be made, puts get ENOSPC */
+	bool wal_grows;		   /* store__walvfs_grow() was called */
 
 	pthread_mutex_t lock;
 	pthread_cond_t wake;	  /* the writer waits for ops */
@@ -264,9 +265,12 @@ int store__walvfs_flush(sqlite3 *db);
 /*
  * The write connection's WAL grows in steps of this many bytes, written
  * with zeros ahead of the commits (walvfs.c: an fsync over blocks that
- * are there is cheaper than one that extends the file).
+ * are there is cheaper than one that extends the file), once
+ * store__walvfs_grow() turned it on (the writer does at its first
+ * durable commit). Nothing for another VFS's WAL.
  */
 #define STORE_WAL_GROW 1048576
+void store__walvfs_grow(sqlite3 *db);
 
 /* ---- checkpoint.c -------------------------------------------------------- */
 

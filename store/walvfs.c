@@ -45,7 +45,11 @@
  * extent is unwritten, and its first write costs the same metadata
  * write, worse: 1.4 ms per fdatasync measured); the next fsync writes
  * the inode once, and the commits of the following STORE_WAL_GROW bytes
- * overwrite in place (measured the same way: 98-103 us). Zeros past the
+ * overwrite in place (measured the same way: 98-103 us). Only a WAL that
+ * is fsynced gains from it: the store turns it on with its first durable
+ * commit (store__walvfs_grow()); without one the WAL grows as SQLite
+ * writes it, as before (no zeros to write for a store whose commits
+ * never wait for the disk). Zeros past the
  * last commit are no frames for SQLite: a frame is valid only with the
  * header's salts and a running checksum, and recovery stops at the first
  * invalid one, as it does after a WAL restart over older frames. The
@@ -100,6 +104,7 @@ struct walfile {
 	sqlite3_int64 off;
 	sqlite3_int64 commit_page; /* where a commit frame's page goes; 0 */
 	const char *path;    /* SQLite's name of the file, valid until close */
+	bool grow;	     /* grow ahead (store__walvfs_grow()) */
 	sqlite3_int64 grown; /* the file holds written blocks up to here */
 	sqlite3_int64 grow_after; /* a growth failed: not before this offset */
 };
@@ -175,7 +180,7 @@ static int wal_put(struct walfile *w, const void *p, int amt, sqlite3_int64 off)
 
 	if (off == 0)
 		w->grown = 0;
-	if (rc == SQLITE_OK)
+	if (rc == SQLITE_OK && w->grow)
 		wal_grow(w, off + amt);
 	return rc;
 }
@@ -375,6 +380,16 @@ int store__walvfs_flush(sqlite3 *db)
 	    !f || f->pMethods != &wal_methods)
 		return SQLITE_OK;
 	return wal_flush((struct walfile *)f);
+}
+
+void store__walvfs_grow(sqlite3 *db)
+{
+	sqlite3_file *f = NULL;
+
+	if (sqlite3_file_control(db, "main", SQLITE_FCNTL_JOURNAL_POINTER,
+				 &f) == SQLITE_OK &&
+	    f && f->pMethods == &wal_methods)
+		((struct walfile *)f)->grow = true;
 }
 
 const char *store__walvfs_name(void)
