@@ -128,6 +128,7 @@ struct store {
 	int64_t durable_ns;	   /* a durable batch's time, moving average */
 	bool puts_held;		   /* this batch: the reserve is spent and
 				    * cannot be made, puts get ENOSPC */
+	bool wal_grows;		   /* store__walvfs_grow() was called */
 
 	pthread_mutex_t lock;
 	pthread_cond_t wake;	  /* the writer waits for ops */
@@ -139,6 +140,8 @@ struct store {
 	unsigned gather_left;	  /* L: lock; ops it still waits for */
 	unsigned group_target;	  /* L: lock; ops a durable batch waits
 				   * for (sqlite.c, batch_gather_locked) */
+	int64_t gather_ns;	  /* L: lock; the wait of a gather that
+				   * completed its group, moving average */
 	bool stopping;		  /* L: lock */
 	struct store_stats stats; /* L: lock */
 
@@ -259,6 +262,15 @@ const char *store__walvfs_name(void);
  * writer calls it after each COMMIT. Nothing for another VFS's WAL.
  */
 int store__walvfs_flush(sqlite3 *db);
+/*
+ * The write connection's WAL grows in steps of this many bytes, written
+ * with zeros ahead of the commits (walvfs.c: an fsync over blocks that
+ * are there is cheaper than one that extends the file), once
+ * store__walvfs_grow() turned it on (the writer does at its first
+ * durable commit). Nothing for another VFS's WAL.
+ */
+#define STORE_WAL_GROW 1048576
+void store__walvfs_grow(sqlite3 *db);
 
 /* ---- checkpoint.c -------------------------------------------------------- */
 
