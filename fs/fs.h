@@ -734,7 +734,12 @@ void rfs_inode_detach(fuse_ino_t ino, struct rfs_handle *h);
 uint64_t rfs_inode_count(void);
 /*
  * Is a writer on the name (an open write handle, or a refused writer's
- * retry on its way)? LOOKUP then hands out no long-lived entry.
+ * retry on its way)? LOOKUP then hands out no long-lived entry. A handle
+ * whose commit is done and that has not changed since ("settled": its
+ * close() has returned, its RELEASE may still be queued behind this
+ * LOOKUP) does not count: should it write again (through a dup), its
+ * commit finds the stripe's count moved by this LOOKUP (struct
+ * rfs_entry_mark) and invalidates the entry.
  */
 bool rfs_inode_writing(const char *region, const void *key, size_t klen);
 /* The entry mark of a writer's inode (set by the LOOKUP that made it). */
@@ -798,6 +803,8 @@ struct rfs_whandle {
 	struct rfs_entry_mark mark;    /* immutable after open (fs.h) */
 	bool committed;		       /* L: mu; a commit of ours held */
 	atomic_bool dirty;	       /* changed since the last commit */
+	atomic_bool settled;	       /* committed, unchanged since: its
+					* close() is done (rfs_inode_writing) */
 	atomic_size_t len;	       /* buf->len, for getattr */
 	atomic_uint_fast64_t mod_seq;  /* last change (global order) */
 	struct rfs_region *rr;	       /* settings at open; one reference */

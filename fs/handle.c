@@ -502,6 +502,7 @@ static void mark_changed_locked(struct rfs_whandle *w)
 	atomic_store(&w->len, w->buf->len);
 	atomic_store(&w->mod_seq, atomic_fetch_add(&seq_gen, 1) + 1);
 	atomic_store(&w->dirty, true);
+	atomic_store(&w->settled, false);
 }
 
 /* Sets the buffer's length to len, zero-filling any growth. w->mu held. */
@@ -914,6 +915,8 @@ int rfs_whandle_commit(struct rfs_handle *h, bool durable)
 			pthread_mutex_lock(&w->mu);
 			w->committing = false;
 			w->last_err = rc;
+			if (!atomic_load(&w->dirty))
+				atomic_store(&w->settled, rc == 0);
 			pthread_cond_broadcast(&w->cond);
 		}
 		pthread_mutex_unlock(&w->mu);
@@ -942,8 +945,10 @@ int rfs_whandle_commit(struct rfs_handle *h, bool durable)
 	 * meanwhile. Later flushes without new writes return the error
 	 * again; new writes make the whole buffer dirty again.
 	 */
-	if (atomic_load(&w->mod_seq) == seq)
+	if (atomic_load(&w->mod_seq) == seq) {
 		atomic_store(&w->dirty, false);
+		atomic_store(&w->settled, rc == 0);
+	}
 	pthread_cond_broadcast(&w->cond);
 	pthread_mutex_unlock(&w->mu);
 	rfs_wbuf_unref(b);

@@ -1504,6 +1504,23 @@ static bool marker_for(const char *region, const void *key, size_t klen)
 	return found;
 }
 
+/*
+ * Every write handle of n has committed and not changed since (their
+ * close() is done: what remains is the RELEASE, which the kernel sends
+ * asynchronously and which may still be queued behind the next LOOKUP of
+ * the name, e.g. a read back right after the close). Table lock held.
+ */
+static bool writers_settled_locked(const struct inode *n)
+{
+	const struct rfs_handle *h;
+	unsigned k = 0;
+
+	for (h = n->writers; h; h = h->u.w.inode_next, k++)
+		if (!atomic_load(&h->u.w.settled))
+			return false;
+	return k >= n->nwriters; /* none still opening */
+}
+
 bool rfs_inode_writing(const char *region, const void *key, size_t klen)
 {
 	uint64_t h = name_hash(RFS_I_KEY, region, key, klen);
@@ -1521,7 +1538,8 @@ bool rfs_inode_writing(const char *region, const void *key, size_t klen)
 			continue;
 		mu = node_lock(n);
 		node_enter(mu);
-		w = n->wanted || n->nwriters || n->writers;
+		w = n->wanted ||
+		    ((n->nwriters || n->writers) && !writers_settled_locked(n));
 		node_leave(mu);
 	}
 	table_unlock();

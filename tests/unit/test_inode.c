@@ -544,6 +544,47 @@ static void test_attached_writers_report_pending_size_and_hold(void **state)
 	assert_false(exists(ino));
 }
 
+/*
+ * A writer is on a name (LOOKUP hands out no long-lived entry) from its
+ * open until every write handle has committed and not changed since: a
+ * closed writer whose RELEASE is still queued behind the next LOOKUP of
+ * the name (a read back right after close()) no longer is.
+ */
+static void test_settled_writers_are_not_writing(void **state)
+{
+	struct rfs_handle h1, h2;
+	struct rfs_wopen wo;
+	fuse_ino_t ino;
+
+	(void)state;
+	ino = create("s", PID_W); /* wanted by the open that follows */
+	assert_true(rfs_inode_writing(R, "s", 1));
+	assert_int_equal(open_w(ino, PID_W, false, &wo), 0);
+	assert_true(rfs_inode_writing(R, "s", 1)); /* open, not attached */
+	whandle_init(&h1, ino);
+	assert_int_equal(rfs_inode_attach(ino, &h1), 0);
+	assert_true(rfs_inode_writing(R, "s", 1));
+	atomic_store(&h1.u.w.settled, true); /* its close() committed */
+	assert_false(rfs_inode_writing(R, "s", 1));
+	/* a second writer opening: on the name until it too is settled */
+	assert_int_equal(open_w(ino, PID_W2, false, &wo), 0);
+	assert_true(rfs_inode_writing(R, "s", 1));
+	whandle_init(&h2, ino);
+	assert_int_equal(rfs_inode_attach(ino, &h2), 0);
+	assert_true(rfs_inode_writing(R, "s", 1));
+	atomic_store(&h2.u.w.settled, true);
+	assert_false(rfs_inode_writing(R, "s", 1));
+	atomic_store(&h1.u.w.settled, false); /* written again (a dup) */
+	assert_true(rfs_inode_writing(R, "s", 1));
+	rfs_inode_detach(ino, &h1);
+	rfs_inode_close_write(ino, false);
+	assert_false(rfs_inode_writing(R, "s", 1));
+	rfs_inode_forget(ino, 1);
+	rfs_inode_detach(ino, &h2);
+	rfs_inode_close_write(ino, false);
+	assert_false(exists(ino));
+}
+
 static void test_region_nodes_are_one_per_kind_and_region(void **state)
 {
 	static const enum rfs_ikind kinds[] = {RFS_I_REGION, RFS_I_VREGION,
@@ -1985,6 +2026,7 @@ int main(void)
 		T(test_unknown_numbers_answer_enoent),
 		T(test_open_handle_keeps_forgotten_inode_until_release),
 		T(test_attached_writers_report_pending_size_and_hold),
+		T(test_settled_writers_are_not_writing),
 		T(test_region_nodes_are_one_per_kind_and_region),
 		T(test_names_are_compared_byte_for_byte),
 		T(test_table_growth_keeps_every_inode_reachable),
