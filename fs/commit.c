@@ -431,8 +431,10 @@ static int put_meta_locked(struct rfs_region *rr, const char *region,
  * writer's flight (region_write_begin()), and E2 installs the committed
  * bytes in place of its eviction if no invalidation of the key came
  * after E1 (region_write_end(); doc/design.md, "Write-through installs").
- * A failed commit, or a value over the region's max_value_size, only
- * evicts, as without cache.
+ * A failed commit, a value over the region's max_value_size, or a region
+ * with write_through = false (regions.ini: the committed value is not
+ * kept, as for a write that is not read back) only evicts, as without
+ * cache.
  */
 static int put_cached_locked(struct rfs_region *rr, const char *region,
 			     const void *key, size_t klen, const void *data,
@@ -447,7 +449,7 @@ static int put_cached_locked(struct rfs_region *rr, const char *region,
 
 	if (!meta)
 		meta = &m;
-	if (rr && cache && len <= value_limit(rr)) /* E1, with a flight */
+	if (rr && cache && rr->cfg.write_through && len <= value_limit(rr))
 		region_write_begin(rr->r, key, klen, REGION_ORIGIN_LOCAL, &wf);
 	else
 		evict(rr, key, klen); /* E1 */

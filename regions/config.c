@@ -77,8 +77,8 @@
 #define DEFAULTS_NAME	"defaults"
 #define VALID_KEYS                                                             \
 	"max_entries, max_bytes, max_value_size, ttl, tti, stripes, "          \
-	"strategy, durable, read_only, owner, group, mode, dir_mode, "         \
-	"coherence, max_memory"
+	"strategy, durable, write_through, read_only, owner, group, mode, "    \
+	"dir_mode, coherence, max_memory"
 
 enum key_id {
 	K_MAX_ENTRIES,
@@ -89,6 +89,7 @@ enum key_id {
 	K_STRIPES,
 	K_STRATEGY,
 	K_DURABLE,
+	K_WRITE_THROUGH,
 	K_READ_ONLY,
 	K_OWNER,
 	K_GROUP,
@@ -460,6 +461,15 @@ static int set_durable(struct parser *p, struct config_region *cr,
 	return 0;
 }
 
+static int set_write_through(struct parser *p, struct config_region *cr,
+			     const char *v)
+{
+	if (parse_bool(v, &cr->write_through) < 0)
+		return bad_value(p, "write_through",
+				 "true or false (or yes/no, on/off, 1/0)", v);
+	return 0;
+}
+
 static int set_read_only(struct parser *p, struct config_region *cr,
 			 const char *v)
 {
@@ -597,6 +607,7 @@ static const struct setting settings[NKEYS] = {
 	[K_STRIPES] = {"stripes", set_stripes},
 	[K_STRATEGY] = {"strategy", set_strategy},
 	[K_DURABLE] = {"durable", set_durable},
+	[K_WRITE_THROUGH] = {"write_through", set_write_through},
 	[K_READ_ONLY] = {"read_only", set_read_only},
 	[K_OWNER] = {"owner", set_owner},
 	[K_GROUP] = {"group", set_group},
@@ -630,6 +641,7 @@ void config_default_region(struct config_region *out)
 	out->lim.nstripes = 16;
 	out->lim.strategy = REGION_STRATEGY_TINYLFU;
 	out->durable = false;
+	out->write_through = true;
 	out->read_only = false;
 	out->owner = CONFIG_ID_UNSET;
 	out->group = CONFIG_ID_UNSET;
@@ -1242,6 +1254,7 @@ size_t config_format_region(const struct config_region *cr, char *buf,
 		     "stripes %u\n"
 		     "strategy %s\n"
 		     "durable %s\n"
+		     "write_through %s\n"
 		     "read_only %s\n"
 		     "%s%s"
 		     "mode %04o\n"
@@ -1251,6 +1264,7 @@ size_t config_format_region(const struct config_region *cr, char *buf,
 		     l->ttl_ms, l->tti_ms, l->nstripes,
 		     config_strategy_name(l->strategy),
 		     cr->durable ? "true" : "false",
+		     cr->write_through ? "true" : "false",
 		     cr->read_only ? "true" : "false", owner, group,
 		     (unsigned)cr->mode, (unsigned)cr->dir_mode,
 		     config_coherence_name(cr->coherence));

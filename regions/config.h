@@ -48,8 +48,9 @@ enum config_coherence {
 struct config_region {
 	char name[REGION_MAX_NAME + 1];
 	struct region_limits lim;
-	bool durable;	/* commits on close are fsync-durable */
-	bool read_only; /* every change through the mount: EROFS */
+	bool durable;	    /* commits on close are fsync-durable */
+	bool write_through; /* a close() leaves its value in the cache */
+	bool read_only;	    /* every change through the mount: EROFS */
 	enum config_coherence coherence; /* across mounts of one store */
 	uint32_t owner;	   /* uid of its keys and directory, or UNSET */
 	uint32_t group;	   /* gid of its keys and directory, or UNSET */

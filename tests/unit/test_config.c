@@ -105,6 +105,7 @@ static void assert_limits_equal(const struct config_region *a,
 	assert_int_equal(a->lim.nstripes, b->lim.nstripes);
 	assert_int_equal(a->lim.strategy, b->lim.strategy);
 	assert_int_equal(a->durable, b->durable);
+	assert_int_equal(a->write_through, b->write_through);
 	assert_int_equal(a->read_only, b->read_only);
 	assert_int_equal(a->owner, b->owner);
 	assert_int_equal(a->group, b->group);
@@ -143,6 +144,7 @@ static void test_bare_region_gets_builtin_defaults(void **state)
 	assert_int_equal(def.lim.nstripes, 16);
 	assert_int_equal(def.lim.strategy, REGION_STRATEGY_TINYLFU);
 	assert_false(def.durable);
+	assert_true(def.write_through);
 
 	c = parse_ok("; a comment\n\n[a]\n");
 	assert_limits_equal(only_region(c), &def);
@@ -321,6 +323,25 @@ static void test_duration_parser_converts_to_ms(void **state)
 	assert_int_equal(config_parse_duration_ms("18446744073709551616", &v),
 			 -ERANGE);
 	assert_int_equal(v, 42);
+}
+
+static void test_write_through_is_a_boolean_on_by_default(void **state)
+{
+	struct config *c;
+
+	(void)state;
+	c = parse_ok("[defaults]\nwrite_through = off\n[a]\n[b]\n"
+		     "write_through = yes\n[c]\nwrite_through = 1\n");
+	assert_false(c->regions[0].write_through); /* from [defaults] */
+	assert_true(c->regions[1].write_through);
+	assert_true(c->regions[2].write_through);
+	config_free(c);
+	c = parse_ok("[a]\n");
+	assert_true(c->regions[0].write_through);
+	config_free(c);
+	expect_error("[a]\nwrite_through = sometimes\n",
+		     "t.ini:2: write_through: expected true or false (or "
+		     "yes/no, on/off, 1/0), got 'sometimes'");
 }
 
 static void test_durable_accepts_the_boolean_words(void **state)
@@ -513,17 +534,20 @@ static void test_unknown_key_lists_the_valid_ones(void **state)
 	expect_error("[a]\nmax_entries = 1\nmax_byte = 1\n",
 		     "t.ini:3: unknown key 'max_byte' (valid: max_entries, "
 		     "max_bytes, max_value_size, ttl, tti, stripes, strategy, "
-		     "durable, read_only, owner, group, mode, dir_mode, "
+		     "durable, write_through, read_only, owner, group, mode, "
+		     "dir_mode, "
 		     "coherence, max_memory)");
 	expect_error("[a]\nMax_Bytes = 1\n",
 		     "t.ini:2: unknown key 'Max_Bytes' (valid: max_entries, "
 		     "max_bytes, max_value_size, ttl, tti, stripes, strategy, "
-		     "durable, read_only, owner, group, mode, dir_mode, "
+		     "durable, write_through, read_only, owner, group, mode, "
+		     "dir_mode, "
 		     "coherence, max_memory)");
 	expect_error("[a]\nmax bytes = 1\n",
 		     "t.ini:2: unknown key 'max bytes' (valid: max_entries, "
 		     "max_bytes, max_value_size, ttl, tti, stripes, strategy, "
-		     "durable, read_only, owner, group, mode, dir_mode, "
+		     "durable, write_through, read_only, owner, group, mode, "
+		     "dir_mode, "
 		     "coherence, max_memory)");
 }
 
@@ -803,7 +827,8 @@ static void test_long_unknown_key_is_reported_on_its_line(void **state)
 	k[64] = '\0';
 	m = xprintf("t.ini:3: unknown key '%s...' (valid: max_entries, "
 		    "max_bytes, max_value_size, ttl, tti, stripes, strategy, "
-		    "durable, read_only, owner, group, mode, dir_mode, "
+		    "durable, write_through, read_only, owner, group, mode, "
+		    "dir_mode, "
 		    "coherence, max_memory)",
 		    k);
 	expect_error(t, m);
@@ -822,7 +847,8 @@ static void test_colon_is_not_a_separator(void **state)
 	expect_error("[a]\nmax:bytes = 1M\n",
 		     "t.ini:2: unknown key 'max:bytes' (valid: max_entries, "
 		     "max_bytes, max_value_size, ttl, tti, stripes, strategy, "
-		     "durable, read_only, owner, group, mode, dir_mode, "
+		     "durable, write_through, read_only, owner, group, mode, "
+		     "dir_mode, "
 		     "coherence, max_memory)");
 	expect_error("[a]\nttl = 1:30\n",
 		     "t.ini:2: ttl: expected a duration like 30s, 5m, 2h or 1d "
@@ -922,7 +948,8 @@ static void test_trailing_blanks_crlf_and_bom_are_accepted(void **state)
 	expect_error("[a]\n\xef\xbb\xbfttl = 1h\n",
 		     "t.ini:2: unknown key '\\xef\\xbb\\xbfttl' (valid: "
 		     "max_entries, max_bytes, max_value_size, ttl, tti, "
-		     "stripes, strategy, durable, read_only, owner, group, "
+		     "stripes, strategy, durable, write_through, read_only, "
+		     "owner, group, "
 		     "mode, dir_mode, coherence, max_memory)");
 	/* line numbers in CRLF files are right */
 	expect_error("[a]\r\n\r\nttl = x\r\n",
@@ -1250,6 +1277,7 @@ static void test_format_is_exact_and_snprintf_like(void **state)
 				   "stripes 4\n"
 				   "strategy s3fifo\n"
 				   "durable true\n"
+				   "write_through true\n"
 				   "read_only false\n"
 				   "mode 0644\n"
 				   "dir_mode 0755\n"
@@ -1406,6 +1434,7 @@ int main(void)
 		cmocka_unit_test(test_size_parser_rejects_garbage_and_overflow),
 		cmocka_unit_test(test_duration_parser_converts_to_ms),
 		cmocka_unit_test(test_durable_accepts_the_boolean_words),
+		cmocka_unit_test(test_write_through_is_a_boolean_on_by_default),
 		cmocka_unit_test(test_strategy_names_round_trip),
 		cmocka_unit_test(test_bad_values_say_what_is_expected),
 		cmocka_unit_test(test_limits_at_the_edges_are_accepted),
