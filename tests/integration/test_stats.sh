@@ -340,6 +340,22 @@ rfs_stat mm2 "$R/main/stats" misses
 	rfs_fail "reading carried main/c7: hits $mh1 -> $mh2, misses $mm1 -> $mm2"
 rfs_ok "a reload that recreates caches: main carried $me0 entries, other 2 (its new limit), tiny (ttl) none; counters kept ($rb0 -> $rb1 rebuilds)"
 
+# ---- write_through = false: the write evicts, the read back loads --------------
+
+sed -i 's/^\[main\]$/[main]\nwrite_through = false/' "$RFS_INI"
+kill -HUP "$RFS_PID"
+rfs_wait_for grep -qx "write_through false" "$R/main/config" ||
+	rfs_fail "main/config after a reload to write_through = false: $(cat "$R/main/config")"
+rfs_stat w0 "$R/main/stats" write_installs
+echo "no write-through" >"$M/main/wt" || rfs_fail "write main/wt"
+rfs_stat w1 "$R/main/stats" write_installs
+rfs_stat l0 "$R/main/stats" loads
+[ "$(cat "$M/main/wt")" = "no write-through" ] || rfs_fail "main/wt is not read back"
+rfs_stat l1 "$R/main/stats" loads
+[ "$w1" = "$w0" ] || rfs_fail "write_through = false: write_installs $w0 -> $w1"
+[ "$l1" = $((l0 + 1)) ] || rfs_fail "write_through = false: the read back loads $l0 -> $l1"
+rfs_ok "write_through = false (live): a write installs nothing, its read back loads it"
+
 rfs_umount
 rfs_ok "clean unmount, daemon exited 0"
 rfs_done
