@@ -672,6 +672,16 @@ int rfs_inode_each_key(const char *region,
  */
 int rfs_inode_open_read(fuse_ino_t ino, struct region_value *v,
 			struct region_value **out, bool *pcache, bool *fill);
+/*
+ * Do the attributes the kernel caches for ino (an RFS_K_PAGE or
+ * RFS_K_DIRECT inode's row, for KEY_TIMEOUT) describe another value than
+ * v, which a direct-I/O open of it serves (the row changed: an outside
+ * change whose entry invalidation is not sent yet, a commit of ours)?
+ * Then a stat() of the path would show the old size next to the new
+ * bytes this open reads: its reply waits for the name's entry to be
+ * dropped (ops.c).
+ */
+bool rfs_inode_attrs_stale(fuse_ino_t ino, const struct region_value *v);
 /* The store that rfs_inode_open_read()'s *fill asked for is done. */
 void rfs_inode_filled(fuse_ino_t ino);
 /* The release of a handle opened by rfs_inode_open_read(). */
@@ -823,6 +833,8 @@ struct rfs_rhandle {
 	bool pcache;		/* immutable: keep_cache, not direct_io */
 	bool fill;		/* the OPEN stores v into the kernel's page
 				 * cache (rfs_rhandle_fill()) */
+	bool resync;		/* direct, and the kernel's attributes of ino
+				 * are another row's (rfs_inode_attrs_stale) */
 	struct rfs_pin pin;	/* v, counted in memory_pinned_bytes */
 };
 

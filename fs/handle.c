@@ -397,6 +397,8 @@ int rfs_rhandle_open(struct rfs_region *rr, fuse_ino_t ino,
 			nanosleep(&(struct timespec){.tv_nsec = 20000}, NULL);
 		if (rc == 0)
 			rfs_pin_add(&h->u.r.pin, h->u.r.v);
+		if (rc == 0 && !h->u.r.pcache)
+			h->u.r.resync = rfs_inode_attrs_stale(ino, h->u.r.v);
 	}
 	region_value_unref(v);
 	if (rc) {

@@ -1313,6 +1313,21 @@ int rfs_inode_kernel_value(fuse_ino_t ino, struct region_value *v,
 	return rc;
 }
 
+bool rfs_inode_attrs_stale(fuse_ino_t ino, const struct region_value *v)
+{
+	pthread_mutex_t *mu;
+	struct inode *n;
+	bool stale;
+
+	n = inode_enter(ino, &mu);
+	if (!n)
+		return false;
+	stale = atomic_load(&n->cls) != RFS_K_WRITE && !n->gone &&
+		!value_is_row(v, &n->row);
+	inode_leave(n, mu);
+	return stale;
+}
+
 void rfs_inode_filled(fuse_ino_t ino)
 {
 	pthread_mutex_t *mu;

@@ -1230,6 +1230,15 @@ static void rfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 		reply_open_later(req, fi, h);
 		return;
 	}
+	if (h->kind == RFS_H_READ && h->u.r.resync) {
+		/* reads of new bytes, the kernel's attributes of another
+		 * row: the name's entry goes first (the next stat() looks
+		 * it up again), as a writer's open does (above) */
+		rfs_kinval_key(id.region, id.key, id.klen);
+		rfs_count(RFS_C_OPEN_RESYNCS, 1);
+		reply_open_later(req, fi, h);
+		return;
+	}
 	rfs_rhandle_fill(h); /* the first page-cache open: see the top */
 	reply_open(req, fi, h);
 }

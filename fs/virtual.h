@@ -64,6 +64,10 @@
 	  "regionfs_kernel_fill_failures_total",                               \
 	  "Stores into the kernel's page cache that failed: READ requests "    \
 	  "served those reads.")                                               \
+	X(RFS_SRC_SLOT, RFS_C_OPEN_RESYNCS, open_resyncs, RFS_COUNTER,         \
+	  RFS_UNIT_COUNT, "open_resyncs", "regionfs_open_resyncs_total",       \
+	  "Opens of a superseded inode whose reply waited for the name's "     \
+	  "entry to be dropped.")                                              \
 	X(RFS_SRC_SLOT, RFS_C_WRITES, writes, RFS_COUNTER, RFS_UNIT_COUNT,     \
 	  "writes", "regionfs_writes_total", "WRITE requests on key files.")   \
 	X(RFS_SRC_SLOT, RFS_C_WRITE_BYTES, write_bytes, RFS_COUNTER,           \

@@ -585,6 +585,41 @@ static void test_settled_writers_are_not_writing(void **state)
 	assert_false(exists(ino));
 }
 
+/*
+ * An open through an entry that still leads to the inode of an older row
+ * (the change feed marked it not current, its entry invalidation is not
+ * sent yet) serves the new value with direct I/O; the kernel's attributes
+ * of that inode are the old row's, which rfs_inode_attrs_stale() says, so
+ * the open's reply waits for the entry to go (ops.c).
+ */
+static void test_attrs_are_stale_for_another_rows_value(void **state)
+{
+	struct store_meta r1 = mkrow(1, 5, 100), r2 = mkrow(2, 9, 200);
+	struct region_value *v1 = val(&r1), *v2 = val(&r2), *out;
+	struct rfs_wopen wo;
+	fuse_ino_t ino, w;
+	bool pcache;
+
+	(void)state;
+	ino = look("a", &r1);
+	assert_false(rfs_inode_attrs_stale(ino, v1));
+	assert_true(rfs_inode_attrs_stale(ino, v2));
+	rfs_inode_changed(R, "a", 1); /* an outside change: r2 */
+	out = open_r(ino, v2, &pcache);
+	assert_false(pcache); /* superseded: direct I/O of the new value */
+	assert_ptr_equal(out, v2);
+	assert_true(rfs_inode_attrs_stale(ino, out));
+	close_r(ino, out, pcache);
+	/* a writer's inode: the kernel asks for its attributes every time */
+	w = create("b", PID_W);
+	assert_int_equal(open_w(w, PID_W, false, &wo), 0);
+	assert_false(rfs_inode_attrs_stale(w, v2));
+	rfs_inode_close_write(w, false);
+	rfs_inode_forget(w, 1);
+	rfs_inode_forget(ino, 1);
+	assert_false(rfs_inode_attrs_stale(ino, v2)); /* unknown: no */
+}
+
 static void test_region_nodes_are_one_per_kind_and_region(void **state)
 {
 	static const enum rfs_ikind kinds[] = {RFS_I_REGION, RFS_I_VREGION,
@@ -2027,6 +2062,7 @@ int main(void)
 		T(test_open_handle_keeps_forgotten_inode_until_release),
 		T(test_attached_writers_report_pending_size_and_hold),
 		T(test_settled_writers_are_not_writing),
+		T(test_attrs_are_stale_for_another_rows_value),
 		T(test_region_nodes_are_one_per_kind_and_region),
 		T(test_names_are_compared_byte_for_byte),
 		T(test_table_growth_keeps_every_inode_reachable),
