@@ -416,6 +416,18 @@ static int put_cached_locked(struct rfs_region *rr, const char *region,
 			     size_t len, unsigned flags, bool notify,
 			     bool cache, struct store_meta *meta);
 
+/*
+ * A change the store refused with EIO because the database file was
+ * deleted or replaced: every cache is dropped now (rfs_feed_file_lost()),
+ * before the caller's reply, not at the feed's next poll, so that no read
+ * after the failed close() serves a value the store no longer has.
+ */
+static void lost_check(int rc)
+{
+	if (rc == -EIO && store_file_lost(rfs.st))
+		rfs_feed_file_lost();
+}
+
 /* put_locked(), and *meta (may be NULL) gets the committed row. */
 static int put_meta_locked(struct rfs_region *rr, const char *region,
 			   const void *key, size_t klen, const void *data,
@@ -468,6 +480,7 @@ static int put_cached_locked(struct rfs_region *rr, const char *region,
 		return 0;
 	}
 	rfs_count(RFS_C_COMMIT_ERRORS, 1);
+	lost_check(rc);
 	rfs_log(RFS_LOG_ERR, "commit %s/%s (%zu bytes): %s", region,
 		rfs_escape(key, klen, esc), len, strerror(-rc));
 	return rc;
@@ -990,6 +1003,7 @@ static int delete_store(const char *region, const void *key, size_t klen,
 	rc = version ? store_delete_version(rfs.st, region, key, klen, *version,
 					    flags)
 		     : store_delete(rfs.st, region, key, klen, flags);
+	lost_check(rc);
 	evict(rr, key, klen); /* E2 */
 	write_end(rr);
 	return rc;
@@ -1071,6 +1085,7 @@ static int rename_store(const char *region, const void *from, size_t flen,
 	evict(rr, to, tlen);
 	rc = store_rename(rfs.st, region, from, flen, to, tlen,
 			  region_flags(rr));
+	lost_check(rc);
 	evict(rr, from, flen); /* E2 */
 	evict(rr, to, tlen);
 	write_end(rr);

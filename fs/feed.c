@@ -253,6 +253,23 @@ static void invalidate_everything(void)
 	rfs_table_unref(t);
 }
 
+/* Once, by whoever sees the loss first (this thread's poll, a commit). */
+static atomic_bool file_lost_done;
+
+void rfs_feed_file_lost(void)
+{
+	if (atomic_exchange(&file_lost_done, true))
+		return;
+	/* the store refuses everything now: drop what we cache */
+	invalidate_everything();
+	rfs_log(RFS_LOG_ERR,
+		"database %s was deleted or replaced under the mount: every "
+		"read and write of a key now fails with EIO (nothing is "
+		"written to the old file); unmount, check the file and mount "
+		"again",
+		rfs.db_path);
+}
+
 /*
  * The store_change_fn: applies one change (key NULL: all of them). Holds
  * no lock between calls; a stripe lock inside region_invalidate() only.
@@ -421,15 +438,8 @@ static bool feed_poll(struct feed_state *s)
 	int rc;
 
 	if (!s->lost && store_file_lost(rfs.st)) {
-		/* the store refuses everything now: drop what we cache */
 		s->lost = true;
-		invalidate_everything();
-		rfs_log(RFS_LOG_ERR,
-			"database %s was deleted or replaced under the mount: "
-			"every read and write of a key now fails with EIO "
-			"(nothing is written to the old file); unmount, check "
-			"the file and mount again",
-			rfs.db_path);
+		rfs_feed_file_lost();
 	}
 	rc = poll_head(s);
 	if (rc == 0)
@@ -666,6 +676,7 @@ void rfs_feed__reset(void)
 {
 	atomic_store(&feed.changes, 0);
 	atomic_store(&feed.lag_ms, 0);
+	atomic_store(&file_lost_done, false);
 	feed_init();
 }
 

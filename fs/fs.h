@@ -418,6 +418,16 @@ void rfs_feed_stop(void);
  */
 typedef void (*rfs_feed_listener)(const char *region, const void *key,
 				  size_t klen);
+/*
+ * The database file was deleted or replaced under the mount
+ * (store_file_lost()): invalidates every region's cache, so that no read
+ * serves a value the store can no longer confirm, and logs it; once. The
+ * feed thread calls it at its next poll; a commit that failed on the loss
+ * calls it before its close() returns EIO, so a read after that close()
+ * fails too (a value a write-through install left in the cache would
+ * otherwise be served until the poll).
+ */
+void rfs_feed_file_lost(void);
 /* Sets the listener (none by default). Call before rfs_feed_start(). */
 void rfs_feed_listen(rfs_feed_listener fn);
 /* feed_changes and feed_lag_ms for struct rfs_counters. */
