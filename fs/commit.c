@@ -411,11 +411,6 @@ static struct region_value *committed_value(struct region_flight *wf,
 	return v;
 }
 
-static int put_cached_locked(struct rfs_region *rr, const char *region,
-			     const void *key, size_t klen, const void *data,
-			     size_t len, unsigned flags, bool notify,
-			     bool cache, struct store_meta *meta);
-
 /*
  * A change the store refused with EIO because the database file was
  * deleted or replaced: every cache is dropped now (rfs_feed_file_lost()),
@@ -428,18 +423,9 @@ static void lost_check(int rc)
 		rfs_feed_file_lost();
 }
 
-/* put_locked(), and *meta (may be NULL) gets the committed row. */
-static int put_meta_locked(struct rfs_region *rr, const char *region,
-			   const void *key, size_t klen, const void *data,
-			   size_t len, unsigned flags, bool notify,
-			   struct store_meta *meta)
-{
-	return put_cached_locked(rr, region, key, klen, data, len, flags,
-				 notify, false, meta);
-}
-
 /*
- * put_meta_locked(), and with cache a write-through install: E1 starts a
+ * put_locked(), *meta (may be NULL) getting the committed row, and with
+ * cache a write-through install: E1 starts a
  * writer's flight (region_write_begin()), and E2 installs the committed
  * bytes in place of its eviction if no invalidation of the key came
  * after E1 (region_write_end(); doc/design.md, "Write-through installs").
@@ -484,6 +470,16 @@ static int put_cached_locked(struct rfs_region *rr, const char *region,
 	rfs_log(RFS_LOG_ERR, "commit %s/%s (%zu bytes): %s", region,
 		rfs_escape(key, klen, esc), len, strerror(-rc));
 	return rc;
+}
+
+/* put_locked(), and *meta (may be NULL) gets the committed row. */
+static int put_meta_locked(struct rfs_region *rr, const char *region,
+			   const void *key, size_t klen, const void *data,
+			   size_t len, unsigned flags, bool notify,
+			   struct store_meta *meta)
+{
+	return put_cached_locked(rr, region, key, klen, data, len, flags,
+				 notify, false, meta);
 }
 
 /*

@@ -1375,6 +1375,18 @@ static void poison_at_locked(struct stripe *s, struct region_flight **fp)
 	detach_at_locked(s, fp);
 }
 
+/* Poisons the writer's flight at *pp and takes it off the stripe's list.
+ * Lock held. */
+static void poison_write_at_locked(struct region_flight **pp)
+{
+	struct region_flight *w = *pp;
+
+	*pp = w->next;
+	w->next = NULL;
+	w->poisoned = true;
+	w->attached = false;
+}
+
 /* Poisons and takes off the stripe's list every writer's flight for key.
  * Lock held. */
 static void poison_writes_locked(struct stripe *s, uint64_t h, const void *key,
@@ -1385,14 +1397,10 @@ static void poison_writes_locked(struct stripe *s, uint64_t h, const void *key,
 	while ((w = *pp)) {
 		region__examined(s, 1);
 		if (w->hash == h && w->klen == klen &&
-		    memcmp(w->key, key, klen) == 0) {
-			w->poisoned = true;
-			w->attached = false;
-			*pp = w->next;
-			w->next = NULL;
-			continue;
-		}
-		pp = &w->next;
+		    memcmp(w->key, key, klen) == 0)
+			poison_write_at_locked(pp);
+		else
+			pp = &w->next;
 	}
 }
 
@@ -1504,25 +1512,19 @@ int region_write_end(struct region *r, struct region_flight *wf,
 	region__stripe_wrlock(s);
 	unlist_write_locked(s, wf);
 	invalidate_locked(s, wf->hash, wf->key, wf->klen);
+	/* a refusal is not a stale put: the write goes on, uncached */
 	ok = e && !wf->poisoned && !flight_stale_locked(s, wf) &&
 	     cacheable_locked(s, e);
-	if (ok) {
-		/* invalidate_locked() left no entry for the key, and any
-		 * reader's flight of it is poisoned: e is the only one */
-		region__make_room_locked(r, s, true, region__entry_charge(e),
-					 REGION_SWEEP_BATCH / 2, NULL);
-		region__link_locked(s, e, wf->hash, now);
-	} else if (e && !own) {
+	if (ok) /* invalidate_locked() left no entry for the key */
+		install_locked(r, s, wf, e, false, now);
+	else if (e && !own)
 		region__entry_discard(e); /* never linked */
-	}
 	region__stripe_wrunlock(s);
 	if (eref && !ok) /* refused: never the last, ours keeps one */
 		atomic_fetch_sub_explicit(&v->refs, 1, memory_order_relaxed);
 	count_invalidation(r, origin);
-	if (ok) {
-		region__count(r, ST_INSTALLS, 1);
+	if (ok)
 		region__count(r, ST_WRITE_INSTALLS, 1);
-	}
 	region_value_unref(v);
 	flight_free(wf); /* never joined: ours alone */
 	return ok ? 1 : 0;
@@ -1553,13 +1555,8 @@ void region_invalidate_all(struct region *r, enum region_origin origin)
 		}
 		/* writers' flights: likewise (their generation too) */
 		while (s->writes && stale_guard_on()) {
-			struct region_flight *w = s->writes;
-
 			region__examined(s, 1);
-			s->writes = w->next;
-			w->next = NULL;
-			w->poisoned = true;
-			w->attached = false;
+			poison_write_at_locked(&s->writes);
 		}
 		region__stripe_wrunlock(s);
 	}

@@ -371,25 +371,31 @@ static void walvfs_init(void)
 	walvfs_rc = sqlite3_vfs_register(&walvfs, 0);
 }
 
-int store__walvfs_flush(sqlite3 *db)
+/* db's WAL file if it is ours (open, through this VFS), else NULL. */
+static struct walfile *wal_of(sqlite3 *db)
 {
 	sqlite3_file *f = NULL;
 
 	if (sqlite3_file_control(db, "main", SQLITE_FCNTL_JOURNAL_POINTER,
 				 &f) != SQLITE_OK ||
 	    !f || f->pMethods != &wal_methods)
-		return SQLITE_OK;
-	return wal_flush((struct walfile *)f);
+		return NULL;
+	return (struct walfile *)f;
+}
+
+int store__walvfs_flush(sqlite3 *db)
+{
+	struct walfile *w = wal_of(db);
+
+	return w ? wal_flush(w) : SQLITE_OK;
 }
 
 void store__walvfs_grow(sqlite3 *db)
 {
-	sqlite3_file *f = NULL;
+	struct walfile *w = wal_of(db);
 
-	if (sqlite3_file_control(db, "main", SQLITE_FCNTL_JOURNAL_POINTER,
-				 &f) == SQLITE_OK &&
-	    f && f->pMethods == &wal_methods)
-		((struct walfile *)f)->grow = true;
+	if (w)
+		w->grow = true;
 }
 
 const char *store__walvfs_name(void)

@@ -1075,6 +1075,17 @@ static struct region_value *versioned(const char *s, uint64_t ver)
 	return v;
 }
 
+/* E1 of a write of key k (one byte long) with a writer's flight. */
+static struct region_flight *wbegin(struct region *r, const char *k)
+{
+	struct region_flight *w = NULL;
+
+	assert_int_equal(region_write_begin(r, k, 1, REGION_ORIGIN_LOCAL, &w),
+			 0);
+	assert_non_null(w);
+	return w;
+}
+
 /* What a read of k returns now: the cached value's text, or NULL (a miss,
  * whose flight is completed as an error so nothing is installed). */
 static bool cached_is(struct region *r, const char *k, const char *s)
@@ -1099,9 +1110,7 @@ static void test_write_through_installs_the_committed_value(void **state)
 	struct region_value *v;
 
 	put(r, "k", "old");
-	assert_int_equal(region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w),
-			 0);
-	assert_non_null(w);
+	w = wbegin(r, "k");
 	assert_false(region_contains(r, "k", 1)); /* E1 evicted it */
 	assert_int_equal(stats_of(r).flights, 0); /* not a load */
 	/* commit */
@@ -1124,8 +1133,7 @@ static void test_write_through_value_made_in_place(void **state)
 	struct region_value *v;
 	void *data;
 
-	assert_int_equal(region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w),
-			 0);
+	w = wbegin(r, "k");
 	v = region_flight_value(w, 3, &data);
 	assert_non_null(v);
 	memcpy(data, "abc", 3);
@@ -1142,8 +1150,7 @@ static void test_poisoned_writer_flight_does_not_install(void **state)
 	struct region_value *v;
 	void *data;
 
-	assert_int_equal(region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w),
-			 0);
+	w = wbegin(r, "k");
 	region_invalidate(r, "k", 1, REGION_ORIGIN_OUTSIDE); /* the feed */
 	assert_int_equal(region_write_end(r, w, versioned("mine", 2),
 					  REGION_ORIGIN_LOCAL),
@@ -1153,8 +1160,7 @@ static void test_poisoned_writer_flight_does_not_install(void **state)
 
 	/* the same, with a value made in the entry's block (a leak or a
 	 * double free here is the sanitizers' to find) */
-	assert_int_equal(region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w),
-			 0);
+	w = wbegin(r, "k");
 	v = region_flight_value(w, 2, &data);
 	memcpy(data, "xy", 2);
 	region_invalidate(r, "k", 1, REGION_ORIGIN_OUTSIDE);
@@ -1162,8 +1168,7 @@ static void test_poisoned_writer_flight_does_not_install(void **state)
 	assert_true(cached_is(r, "k", NULL));
 
 	/* invalidate-all poisons it too */
-	assert_int_equal(region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w),
-			 0);
+	w = wbegin(r, "k");
 	region_invalidate_all(r, REGION_ORIGIN_OUTSIDE);
 	assert_int_equal(region_write_end(r, w, versioned("mine", 3),
 					  REGION_ORIGIN_LOCAL),
@@ -1178,11 +1183,9 @@ static void test_writer_flight_ignores_other_keys(void **state)
 	struct region *r = *state;
 	struct region_flight *w, *w2;
 
-	assert_int_equal(region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w),
-			 0);
+	w = wbegin(r, "k");
 	region_invalidate(r, "j", 1, REGION_ORIGIN_OUTSIDE);
-	assert_int_equal(
-		region_write_begin(r, "i", 1, REGION_ORIGIN_LOCAL, &w2), 0);
+	w2 = wbegin(r, "i");
 	assert_int_equal(
 		region_write_end(r, w2, versioned("I", 1), REGION_ORIGIN_LOCAL),
 		1);
@@ -1208,10 +1211,8 @@ static void test_second_writer_prevents_first_install(void **state)
 	struct region_flight *w1, *w2;
 
 	/* W1 E1, W2 E1, W1 E2, W2 E2: nobody installs */
-	assert_int_equal(
-		region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w1), 0);
-	assert_int_equal(
-		region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w2), 0);
+	w1 = wbegin(r, "k");
+	w2 = wbegin(r, "k");
 	assert_int_equal(region_write_end(r, w1, versioned("one", 1),
 					  REGION_ORIGIN_LOCAL),
 			 0);
@@ -1221,10 +1222,8 @@ static void test_second_writer_prevents_first_install(void **state)
 	assert_true(cached_is(r, "k", NULL));
 
 	/* W1 E1, W2 E1, W2 E2, W1 E2: W2 installs, W1's E2 evicts it */
-	assert_int_equal(
-		region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w1), 0);
-	assert_int_equal(
-		region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w2), 0);
+	w1 = wbegin(r, "k");
+	w2 = wbegin(r, "k");
 	assert_int_equal(region_write_end(r, w2, versioned("two", 4),
 					  REGION_ORIGIN_LOCAL),
 			 1);
@@ -1235,21 +1234,18 @@ static void test_second_writer_prevents_first_install(void **state)
 	assert_true(cached_is(r, "k", NULL));
 
 	/* W1 E1, W1 E2, W2 E1, W2 E2: both install, W2's last */
-	assert_int_equal(
-		region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w1), 0);
+	w1 = wbegin(r, "k");
 	assert_int_equal(region_write_end(r, w1, versioned("one", 5),
 					  REGION_ORIGIN_LOCAL),
 			 1);
-	assert_int_equal(
-		region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w2), 0);
+	w2 = wbegin(r, "k");
 	assert_false(region_contains(r, "k", 1));
 	assert_int_equal(region_write_end(r, w2, versioned("two", 6),
 					  REGION_ORIGIN_LOCAL),
 			 1);
 	assert_true(cached_is(r, "k", "two"));
 	/* a plain write's E1 (region_invalidate) after W's E1 poisons W */
-	assert_int_equal(
-		region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w1), 0);
+	w1 = wbegin(r, "k");
 	region_invalidate(r, "k", 1, REGION_ORIGIN_LOCAL);
 	assert_int_equal(region_write_end(r, w1, versioned("one", 7),
 					  REGION_ORIGIN_LOCAL),
@@ -1265,8 +1261,7 @@ static void test_reader_flight_during_write_through(void **state)
 	struct region_value *out;
 
 	/* the reader misses after E1 and reads the old row; done after E2 */
-	assert_int_equal(region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w),
-			 0);
+	w = wbegin(r, "k");
 	fl = must_miss(r, "k");
 	assert_int_equal(region_write_end(r, w, versioned("new", 2),
 					  REGION_ORIGIN_LOCAL),
@@ -1279,8 +1274,7 @@ static void test_reader_flight_during_write_through(void **state)
 	assert_int_equal(stats_of(r).stale_puts_rejected, 1);
 
 	/* ... done before E2: installed, then replaced at E2 */
-	assert_int_equal(region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w),
-			 0);
+	w = wbegin(r, "k");
 	finish(r, must_miss(r, "k"), "old");
 	assert_true(cached_is(r, "k", "old"));
 	assert_int_equal(region_write_end(r, w, versioned("newer", 3),
@@ -1290,8 +1284,7 @@ static void test_reader_flight_during_write_through(void **state)
 
 	/* a reader's flight from before E1 is poisoned by E1 as ever */
 	fl = must_miss(r, "j");
-	assert_int_equal(region_write_begin(r, "j", 1, REGION_ORIGIN_LOCAL, &w),
-			 0);
+	w = wbegin(r, "j");
 	assert_int_equal(
 		region_write_end(r, w, versioned("J", 1), REGION_ORIGIN_LOCAL),
 		1);
@@ -1309,15 +1302,13 @@ static void test_write_through_failed_or_too_big(void **state)
 	char big[5000];
 
 	put(r, "k", "old");
-	assert_int_equal(region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w),
-			 0);
+	w = wbegin(r, "k");
 	assert_int_equal(region_write_end(r, w, NULL, REGION_ORIGIN_LOCAL), 0);
 	assert_true(cached_is(r, "k", NULL));
 
 	memset(big, 'b', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0'; /* over max_value_size (4096) */
-	assert_int_equal(region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w),
-			 0);
+	w = wbegin(r, "k");
 	assert_int_equal(
 		region_write_end(r, w, versioned(big, 1), REGION_ORIGIN_LOCAL),
 		0);
@@ -1340,10 +1331,8 @@ static void test_write_through_without_guard_installs_stale(void **state)
 	struct region_flight *w1, *w2;
 
 	region_test_disable_stale_guard(true);
-	assert_int_equal(
-		region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w1), 0);
-	assert_int_equal(
-		region_write_begin(r, "k", 1, REGION_ORIGIN_LOCAL, &w2), 0);
+	w1 = wbegin(r, "k");
+	w2 = wbegin(r, "k");
 	assert_int_equal(region_write_end(r, w2, versioned("two", 2),
 					  REGION_ORIGIN_LOCAL),
 			 1);
