@@ -183,7 +183,6 @@
 #define DIR_TIMEOUT	3600.0
 #define KEY_TIMEOUT	86400.0	      /* attributes of an immutable key inode */
 #define RFS_UNKNOWN_INO 0xffffffffULL /* d_ino of keys without an inode */
-#define DIRENT_MIN	24	      /* smallest struct fuse_dirent */
 #define STATFS_CACHE_MS 1000
 
 static bool is_vfile(fuse_ino_t ino, const struct rfs_ident *id);
@@ -1765,6 +1764,26 @@ static int list_cb(void *ctx, const void *key, size_t klen,
 }
 
 /*
+ * The size of the smallest entry a listing can add (a one-byte name): at
+ * most size / dirent_min() + 2 keys fit a reply of size bytes, which is
+ * how many rows a page asks the store for. A READDIRPLUS entry carries
+ * its inode's attributes (160 bytes at least, against 24 for READDIR).
+ * Sized for READDIR, a READDIRPLUS asked for 6.7 times the rows that fit
+ * (store_list() reads them in pages of STORE_LIST_CHUNK): a 32 KiB one
+ * (Linux 6.18) read 256 rows for the 195 entries of 16-byte names that
+ * fit, a 4 KiB one (older kernels) 128 for 24; every row not sent is
+ * read again by the next request's query.
+ */
+static size_t dirent_min(fuse_req_t req, bool plus)
+{
+	struct fuse_entry_param e = {.attr = {.st_mode = S_IFREG}};
+
+	/* a NULL buffer of size 0: libfuse returns the size, writes nothing */
+	return plus ? fuse_add_direntry_plus(req, NULL, 0, "x", &e, 0)
+		    : fuse_add_direntry(req, NULL, 0, "x", &e.attr, 0);
+}
+
+/*
  * Offsets: "." 1, ".." 2, then the i-th key (0-based) 3 + i. READDIR at
  * the offset of the last key returned resumes after it (store_list with
  * after = that key); any other offset (seekdir, rewinddir) lists from the
@@ -1804,7 +1823,7 @@ static int readdir_region(fuse_req_t req, fuse_ino_t ino, struct rfs_dhandle *d,
 	if (plus)
 		rfs_names_handed_all(); /* entries to come, before the rows */
 	rc = store_list(rfs.st, d->region, after, alen,
-			c.skip + size / DIRENT_MIN + 2, list_cb, &c);
+			c.skip + size / dirent_min(req, plus) + 2, list_cb, &c);
 	if (rc < 0 && c.pos == 0)
 		return rc;
 out:
