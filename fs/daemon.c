@@ -384,6 +384,7 @@ static int bg_work(uint64_t *next_tick, uint64_t *next_prune,
 		rfs_cfgload_request(false); /* the loader checks and loads */
 	}
 	if (now >= *next_tick) {
+		rfs_linger_expire(); /* when no request came to send them */
 		sweep_all();
 		if (!exiting)
 			rfs_carry_step();

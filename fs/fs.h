@@ -21,6 +21,8 @@
  *                listener, set by daemon.c, which keys changed)
  *   4  handle.c  open files: read handles, write buffers (their commit
  *                goes to commit.c), virtual-file and directory handles
+ *      linger.c  a write handle's RELEASE reply waits for the next open
+ *                of its inode (the kernel then keeps the inode)
  *      view.c    the snapshot the .regionfs/ files are rendered from
  *      virtual.c renders those files (see virtual.h; calls nothing here)
  *   5  ops.c     the FUSE low-level operations
@@ -816,6 +818,10 @@ struct rfs_whandle {
 	bool committing;	       /* L: mu */
 	bool append;		       /* immutable: O_APPEND */
 	bool readable;		       /* immutable: O_RDWR */
+	bool unnamed;		       /* immutable: the open dropped the
+					* inode's entry (enter_writer()):
+					* the kernel keeps the inode for
+					* the RELEASE alone (linger.c) */
 	int last_err;		       /* L: mu; error of the last commit */
 	int broken;		       /* L: mu; -EFBIG: nothing is stored */
 	struct rfs_unborn *ub;	       /* immutable: the key create() made
@@ -1013,6 +1019,23 @@ void rfs_wbuf_unref(struct rfs_wbuf *b);
  * a new write makes the buffer dirty.
  */
 int rfs_whandle_commit(struct rfs_handle *h, bool durable);
+
+/* ---- linger.c: late RELEASE replies of write handles ----------------------- */
+
+/*
+ * Answers the RELEASE req of a write handle (already freed) on inode ino
+ * at the next rfs_linger_opened(ino), or within a few milliseconds, so
+ * that the kernel keeps the inode for the LOOKUP that reads the key back
+ * (linger.c explains); at once when LINGER_MAX replies wait already.
+ */
+void rfs_linger_release(fuse_req_t req, fuse_ino_t ino);
+/* An OPEN or GETATTR of ino: its waiting reply, and any overdue one, go. */
+void rfs_linger_opened(fuse_ino_t ino);
+/* Sends the overdue replies (the background thread's tick). */
+void rfs_linger_expire(void);
+/* Sends every waiting reply, and from now on answers at once (DESTROY,
+ * shutdown). */
+void rfs_linger_stop(void);
 
 /* ---- kinval.c: the kernel's cached names ---------------------------------- */
 

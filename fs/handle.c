@@ -675,7 +675,7 @@ static void drop_entry(fuse_ino_t ino, struct rfs_entry_mark *mark)
  * OPEN the kernel is waiting for (fuse_reverse_inval_inode).
  */
 static int enter_writer(fuse_ino_t ino, pid_t pid, bool readable,
-			struct rfs_entry_mark *mark)
+			struct rfs_entry_mark *mark, bool *dropped)
 {
 	struct rfs_wopen wo;
 	unsigned waited;
@@ -713,6 +713,8 @@ static int enter_writer(fuse_ino_t ino, pid_t pid, bool readable,
 		return rc;
 	/* a LOOKUP promoted it meanwhile: converted, as before the scheme */
 	drop_entry(ino, mark);
+	if (dropped)
+		*dropped = true;
 	if (wo.inval == RFS_INVAL_ATTR)
 		fuse_lowlevel_notify_inval_inode(rfs.se, ino, -1, 0);
 	else if (fuse_lowlevel_notify_inval_inode(rfs.se, ino, 0, 0) == 0)
@@ -725,7 +727,7 @@ int rfs_truncate_enter(fuse_ino_t ino, pid_t pid, struct rfs_entry_mark *mark)
 	int rc;
 
 	mark->valid = false;
-	rc = enter_writer(ino, pid, false, mark);
+	rc = enter_writer(ino, pid, false, mark, NULL);
 
 	if (!rc)
 		rfs_inode_close_write(ino, false);
@@ -791,6 +793,7 @@ int rfs_whandle_open(struct rfs_region *rr, fuse_ino_t ino, pid_t pid,
 	bool readable = (flags & O_ACCMODE) != O_WRONLY;
 	struct rfs_handle *h;
 	struct rfs_whandle *w;
+	bool dropped = false;
 	int rc;
 
 	struct rfs_entry_mark mark = {.valid = false};
@@ -798,7 +801,7 @@ int rfs_whandle_open(struct rfs_region *rr, fuse_ino_t ino, pid_t pid,
 	*out = NULL;
 	if (locked) /* create(): the CREATE's reply makes the entry, a writer's */
 		rfs_names_mark(rr->cfg.name, key, klen, &mark);
-	rc = enter_writer(ino, pid, readable, &mark);
+	rc = enter_writer(ino, pid, readable, &mark, &dropped);
 	if (rc)
 		return rc;
 	h = rfs_handle_new(RFS_H_WRITE);
@@ -811,6 +814,7 @@ int rfs_whandle_open(struct rfs_region *rr, fuse_ino_t ino, pid_t pid,
 	pthread_cond_init(&w->cond, NULL);
 	w->append = flags & O_APPEND;
 	w->readable = readable;
+	w->unnamed = dropped;
 	atomic_fetch_add(&rr->refs, 1);
 	w->rr = rr;
 	w->ino = ino; /* from here on its release uncounts it */

@@ -758,7 +758,8 @@ static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *cmd)
 
 static void shutdown_all(struct fuse_session *se, bool mounted)
 {
-	ignore_signals(); /* from now on the handlers' pipe may be closed */
+	ignore_signals();  /* from now on the handlers' pipe may be closed */
+	rfs_linger_stop(); /* the loop has ended: late RELEASE replies go */
 	rfs_bg_stop();
 	if (rfs.st) {
 		rfs_handles_shutdown();

@@ -817,6 +817,7 @@ static void rfs_ll_getattr(fuse_req_t req, fuse_ino_t ino,
 	int rc;
 
 	(void)fi;
+	rfs_linger_opened(ino); /* the kernel has this inode now */
 	rc = do_getattr(ino, &st, &timeout);
 	if (!rc && atomic_load(&rfs.noopen) && S_ISREG(st.st_mode) &&
 	    (ino < RFS_INO_DYNAMIC || rfs_inode_ident(ino, &id) == 0) &&
@@ -1205,6 +1206,7 @@ static void rfs_ll_open(fuse_req_t req, fuse_ino_t ino,
 	enum rfs_vfile kind;
 	int rc = 0;
 
+	rfs_linger_opened(ino); /* the kernel has this inode now */
 	if (atomic_load(&rfs.noopen)) {
 		/* zero-request opens: the kernel stops asking (see above);
 		 * not an error */
@@ -1510,8 +1512,8 @@ static void rfs_ll_release(fuse_req_t req, fuse_ino_t ino,
 			   struct fuse_file_info *fi)
 {
 	struct rfs_handle *h = (struct rfs_handle *)fi->fh;
+	bool linger = h && h->kind == RFS_H_WRITE && h->u.w.unnamed;
 
-	(void)ino;
 	/*
 	 * Changed since the last flush (never flushed; written through a
 	 * shared mapping after the close): last chance, and nobody to tell
@@ -1525,7 +1527,12 @@ static void rfs_ll_release(fuse_req_t req, fuse_ino_t ino,
 	if (h && h->kind == RFS_H_WRITE)
 		rfs_whandle_release(h);
 	rfs_handle_free(h);
-	fuse_reply_err(req, 0);
+	/* the kernel evicts the inode at our reply: not while the LOOKUP
+	 * that reads the key back is in flight (linger.c) */
+	if (linger)
+		rfs_linger_release(req, ino);
+	else
+		fuse_reply_err(req, 0);
 }
 
 static void rfs_ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
@@ -1982,8 +1989,16 @@ static void rfs_ll_init(void *userdata, struct fuse_conn_info *conn)
 		conn->proto_major, conn->proto_minor, conn->max_write);
 }
 
+/* Unmount: the kernel waits for this reply; nothing lingers past it. */
+static void rfs_ll_destroy(void *userdata)
+{
+	(void)userdata;
+	rfs_linger_stop();
+}
+
 const struct fuse_lowlevel_ops rfs_ops = {
 	.init = rfs_ll_init,
+	.destroy = rfs_ll_destroy,
 	.lookup = rfs_ll_lookup,
 	.forget = rfs_ll_forget,
 	.forget_multi = rfs_ll_forget_multi,

@@ -68,6 +68,10 @@
 	  RFS_UNIT_COUNT, "open_resyncs", "regionfs_open_resyncs_total",       \
 	  "Opens of a superseded inode whose reply waited for the name's "     \
 	  "entry to be dropped.")                                              \
+	X(RFS_SRC_SLOT, RFS_C_RELEASE_LINGERS, release_lingers, RFS_COUNTER,   \
+	  RFS_UNIT_COUNT, "release_lingers", "regionfs_release_lingers_total", \
+	  "RELEASE replies of write handles that waited for the next open "    \
+	  "of their inode.")                                                   \
 	X(RFS_SRC_SLOT, RFS_C_WRITES, writes, RFS_COUNTER, RFS_UNIT_COUNT,     \
 	  "writes", "regionfs_writes_total", "WRITE requests on key files.")   \
 	X(RFS_SRC_SLOT, RFS_C_WRITE_BYTES, write_bytes, RFS_COUNTER,           \

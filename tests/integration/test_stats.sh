@@ -142,6 +142,18 @@ rfs_stat l4 "$S" loads
 [ "$l4" = "$l3" ] || rfs_fail "read back of a write: loads $l3 -> $l4"
 rfs_ok "a write installs what it committed, read back with no load ($w0->$w1)"
 
+# ---- a rewrite's RELEASE reply waits for the read back's OPEN (fs/linger.c) ------
+# k1 was just read: the write open drops its entry, so its RELEASE lingers
+# (counted when the daemon takes the asynchronous RELEASE, hence the poll)
+rfs_stat r0 "$M/.regionfs/stats" release_lingers
+printf 'main value 1, third' >"$M/main/k1" || rfs_fail "rewrite main/k1"
+[ "$(cat "$M/main/k1")" = "main value 1, third" ] ||
+	rfs_fail "the rewrite is not read back"
+[ "$(stat -c %s "$M/main/k1")" = 19 ] || rfs_fail "stale size after a rewrite"
+lingered() { rfs_stat r1 "$M/.regionfs/stats" release_lingers && [ "$r1" -gt "$r0" ]; }
+rfs_poll_until "release_lingers after a rewrite" lingered
+rfs_ok "a rewrite's RELEASE reply lingered ($r0->$r1), value and size exact"
+
 # ---- evictions in a small region -------------------------------------------------
 
 Z=$V/regions/small/stats
