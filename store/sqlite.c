@@ -2087,12 +2087,28 @@ static int store_init(struct store *st, const char *path,
 
 static void sq_close(struct store *st);
 
+/*
+ * Process-wide SQLite settings, before anything initializes the library
+ * (sqlite3_config() refuses them after; then the defaults stay, which is
+ * only slower). Memory statistics off: with them on (the default), every
+ * sqlite3_malloc() and free takes one global mutex, which the writer, the
+ * checkpointer and every request thread's read connection share; nothing
+ * here reads them (sqlite3_memory_used(), soft heap limits).
+ */
+static pthread_once_t sqlite_once = PTHREAD_ONCE_INIT;
+
+static void sqlite_setup(void)
+{
+	(void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 int store__sqlite_open(const char *path, const struct store_options *opts,
 		       struct store **out)
 {
 	struct store *st;
 	int rc;
 
+	pthread_once(&sqlite_once, sqlite_setup);
 	*out = NULL;
 	if (!path || !*path || !strcmp(path, ":memory:"))
 		return -EINVAL;
