@@ -205,8 +205,7 @@ static const char *const write_sql[W_NSTMT] = {
 		  "ON CONFLICT(region, key) DO UPDATE SET "
 		  "value = excluded.value, size = excluded.size, "
 		  "mtime_ns = excluded.mtime_ns, "
-		  "version = coalesce(kv.version, 0) + 1 "
-		  "RETURNING version",
+		  "version = coalesce(kv.version, 0) + 1",
 	[W_DELETE] = "DELETE FROM kv WHERE region = ?1 AND key = ?2",
 	[W_DELETE_VERSION] = "DELETE FROM kv WHERE region = ?1 AND key = ?2 "
 			     "AND version = ?3 AND size = 0",
