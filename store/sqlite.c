@@ -314,6 +314,51 @@ int64_t store__wall_ns(void)
 	return clock_ns(CLOCK_REALTIME);
 }
 
+/*
+ * The clock and the timed wait of the durable batch gather
+ * (batch_gather_locked(), and the durable batch time it learns from):
+ * the real ones, or in test builds the test's (store_test_set_gather()),
+ * so that a test asserts the gather's bounds and what it learns exactly,
+ * whatever the machine's speed.
+ */
+#ifdef RFS_TEST_HOOKS
+static _Atomic(const struct store_test_gather *) test_gather;
+
+void store_test_set_gather(const struct store_test_gather *hooks)
+{
+	atomic_store(&test_gather, hooks);
+}
+
+static int64_t gather_now(void)
+{
+	const struct store_test_gather *h = atomic_load(&test_gather);
+
+	return h ? h->now_ns(h->arg) : store__now_ns();
+}
+
+static int gather_wait(struct store *st, const struct timespec *ts,
+		       int64_t deadline)
+{
+	const struct store_test_gather *h = atomic_load(&test_gather);
+
+	if (h)
+		return h->wait(h->arg, st, deadline);
+	return pthread_cond_timedwait(&st->gather, &st->lock, ts);
+}
+#else
+static inline int64_t gather_now(void)
+{
+	return store__now_ns();
+}
+
+static inline int gather_wait(struct store *st, const struct timespec *ts,
+			      int64_t deadline)
+{
+	(void)deadline;
+	return pthread_cond_timedwait(&st->gather, &st->lock, ts);
+}
+#endif
+
 static void sleep_ns(int64_t ns)
 {
 	struct timespec ts = {ns / 1000000000, ns % 1000000000};
@@ -1529,7 +1574,7 @@ static int sync_mode(struct store *st, bool full)
 static void batch_run_once(struct store *st, struct op *batch)
 {
 	int changes0 = sqlite3_total_changes(st->wdb);
-	int64_t t0 = store__now_ns(), t;
+	int64_t t0 = gather_now(), t;
 	struct batch_info bi;
 	int rc = 0;
 
@@ -1555,7 +1600,7 @@ static void batch_run_once(struct store *st, struct op *batch)
 		batch_fail(st, batch, rc, false);
 	if (rc == 0 && bi.nwrites && st->sync_full) {
 		/* what a batch that waits for peers saves: batch_gather_locked */
-		t = store__now_ns() - t0;
+		t = gather_now() - t0;
 		st->durable_ns =
 			st->durable_ns ? (7 * st->durable_ns + t) / 8 : t;
 	}
@@ -1743,7 +1788,7 @@ static void batch_gather_locked(struct store *st, struct op *batch)
 		bound = 2 * st->gather_ns;
 	if (n >= st->group_target || bound <= 0 || !batch_durable(st, batch))
 		return;
-	t0 = store__now_ns();
+	t0 = gather_now();
 	deadline = t0 + (bound < GATHER_MAX_NS ? bound : GATHER_MAX_NS);
 	ts.tv_sec = deadline / 1000000000;
 	ts.tv_nsec = deadline % 1000000000;
@@ -1762,15 +1807,13 @@ static void batch_gather_locked(struct store *st, struct op *batch)
 		st->gather_left =
 			n < st->group_target ? st->group_target - n : 0;
 		if (n >= st->group_target) {
-			t0 = store__now_ns() - t0;
+			t0 = gather_now() - t0;
 			st->gather_ns = st->gather_ns
 						? (7 * st->gather_ns + t0) / 8
 						: t0;
 			break;
 		}
-		if (st->stopping ||
-		    pthread_cond_timedwait(&st->gather, &st->lock, &ts) ==
-			    ETIMEDOUT)
+		if (st->stopping || gather_wait(st, &ts, deadline) == ETIMEDOUT)
 			break;
 	}
 	st->gathering = false;

@@ -223,6 +223,23 @@ int64_t store__now_ns(void);
 /* CLOCK_REALTIME in nanoseconds. */
 int64_t store__wall_ns(void);
 
+#ifdef RFS_TEST_HOOKS
+/*
+ * Test builds only (store_test_dep): the durable batch gather's clock and
+ * timed wait. now_ns replaces store__now_ns() where a durable batch's time
+ * and a gather's are measured and its deadline is set; wait replaces the
+ * gather's pthread_cond_timedwait(&st->gather, &st->lock, deadline): it is
+ * called with st->lock held and returns 0 (woken: the gather looks at the
+ * queue again) or ETIMEDOUT, with the lock held again. NULL: the real ones.
+ */
+struct store_test_gather {
+	int64_t (*now_ns)(void *arg);
+	int (*wait)(void *arg, struct store *st, int64_t deadline_ns);
+	void *arg;
+};
+void store_test_set_gather(const struct store_test_gather *hooks);
+#endif
+
 /* store_errno(), refined by the OS error where SQLite keeps one. */
 int store__sqlerr(sqlite3 *db, int rc);
 /*

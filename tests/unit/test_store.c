@@ -38,6 +38,12 @@
 #include "store_int.h"
 #include "store_helpers.h"
 
+/* the condition whose signals __wrap_pthread_cond_signal() counts */
+static _Atomic(pthread_cond_t *) signals_watched;
+static atomic_int signals_seen;
+int __real_pthread_cond_signal(pthread_cond_t *cond);
+int __wrap_pthread_cond_signal(pthread_cond_t *cond);
+
 struct fixture {
 	char dir[64];
 	char path[128];
@@ -81,6 +87,8 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 
+	store_test_set_gather(NULL); /* a failed test may leave it set */
+	atomic_store(&signals_watched, NULL);
 	store_close(f->st);
 	rm_tree_files(f->dir);
 	free(f);
@@ -885,44 +893,278 @@ static void test_durable_writers_share_commits(void **state)
 	assert_true(commits * 8 < 4 * GC_PUTS * 3); /* over 8/3 puts a commit */
 }
 
+/* ---- the durable batch gather, on a fake clock --------------------------- */
+
 /*
- * Four durable writers that come back at different times after each put
- * (writer i after i times 0.35 of a durable commit's time; creates
- * through the kernel come back so, each after requests of its own): a
- * durable batch waits up to twice what gathers that completed their
- * group took, so they come to share commits in groups of four. Waiting
- * only half a commit's time, groups of two and four alternate (about 3
- * puts a commit): writers 2 and 3 miss the group writer 0 leads, and
- * make the next one, which the others join in time. Skipped where an
- * fsync costs nothing, and where a commit alone takes over 1 ms (a
- * loaded disk: the last writer would then come back near the wait's
- * bound of 3 ms, GATHER_MAX_NS); five rounds, two of which must pass 3.4
- * puts a commit (a loaded machine can spoil some; without the learned
- * wait, 1 round of 21 passed in seven runs).
+ * The gather's clock and wait (store_test_set_gather()): the clock moves
+ * only when the test moves it, so every bound and every learned time is
+ * exact. A wait either times out at once (timeout: the clock jumps to its
+ * deadline) or sleeps on the real condition until the op that completes
+ * the group wakes it, with a real bound of 10 s that only a broken gather
+ * reaches (counted in real_timeouts).
+ */
+struct fake_gather {
+	atomic_llong now;     /* the fake clock, ns */
+	atomic_bool timeout;  /* waits time out at once */
+	sem_t waiting;	      /* posted when a wait sleeps */
+	int waits;	      /* L: st->lock; calls of wait */
+	int64_t deadline;     /* L: st->lock; the last wait's */
+	int real_timeouts;    /* L: st->lock */
+	unsigned left_at_end; /* L: st->lock; gather_left when it returned */
+};
+
+static struct fake_gather fg;
+
+static int64_t fake_now(void *arg)
+{
+	struct fake_gather *g = arg;
+
+	return atomic_load(&g->now);
+}
+
+static int fake_wait(void *arg, struct store *st, int64_t deadline)
+{
+	struct fake_gather *g = arg;
+	struct timespec ts;
+	int rc;
+
+	g->waits++;
+	g->deadline = deadline;
+	if (atomic_load(&g->timeout)) {
+		atomic_store(&g->now, deadline);
+		return ETIMEDOUT;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* st->gather's clock */
+	ts.tv_sec += 10;
+	sem_post(&g->waiting);
+	rc = pthread_cond_timedwait(&st->gather, &st->lock, &ts);
+	g->left_at_end = st->gather_left;
+	if (rc == ETIMEDOUT)
+		g->real_timeouts++;
+	return rc;
+}
+
+/*
+ * pthread_cond_signal() of the store (linked with --wrap): counts the
+ * signals of the condition watched (a store's gather), so a test sees
+ * that only the op completing a group wakes its gather.
+ */
+int __wrap_pthread_cond_signal(pthread_cond_t *cond)
+{
+	if (cond == atomic_load(&signals_watched))
+		atomic_fetch_add(&signals_seen, 1);
+	return __real_pthread_cond_signal(cond);
+}
+
+static const struct store_test_gather fake_gather_hooks = {fake_now, fake_wait,
+							   &fg};
+
+#define FAKE_T0 1000000000000LL /* where the fake clock starts, ns */
+
+static void fake_gather_start(void)
+{
+	memset(&fg, 0, sizeof(fg));
+	atomic_init(&fg.now, FAKE_T0);
+	atomic_init(&fg.timeout, false);
+	assert_int_equal(sem_init(&fg.waiting, 0, 0), 0);
+	store_test_set_gather(&fake_gather_hooks);
+}
+
+/* The gather's learned state, set or read under the store's lock. */
+struct gather_state {
+	unsigned group_target;
+	int64_t gather_ns, durable_ns;
+};
+
+static void gather_set(struct store *st, struct gather_state g)
+{
+	pthread_mutex_lock(&st->lock);
+	st->group_target = g.group_target;
+	st->gather_ns = g.gather_ns;
+	st->durable_ns = g.durable_ns;
+	pthread_mutex_unlock(&st->lock);
+}
+
+static struct gather_state gather_get(struct store *st)
+{
+	struct gather_state g;
+
+	pthread_mutex_lock(&st->lock);
+	g.group_target = st->group_target;
+	g.gather_ns = st->gather_ns;
+	g.durable_ns = st->durable_ns;
+	pthread_mutex_unlock(&st->lock);
+	return g;
+}
+
+static int fake_waits(struct store *st, int64_t *deadline)
+{
+	int n;
+
+	pthread_mutex_lock(&st->lock);
+	n = fg.waits;
+	if (deadline)
+		*deadline = fg.deadline;
+	pthread_mutex_unlock(&st->lock);
+	return n;
+}
+
+static uint64_t commits_of(struct store *st)
+{
+	struct store_stats s;
+
+	store_stats(st, &s);
+	return s.commits;
+}
+
+struct dput_arg {
+	struct store *st;
+	char key[16];
+	int rc;
+};
+
+static void *dput_main(void *arg)
+{
+	struct dput_arg *a = arg;
+
+	a->rc = store_put(a->st, "g", a->key, strlen(a->key), "x", 1,
+			  STORE_DURABLE, NULL);
+	return NULL;
+}
+
+/*
+ * Four durable writers of which three come back late (creates through
+ * the kernel come back so, each after requests of its own): the last
+ * durable batch held four, so the next one, led by the first writer
+ * back, waits for three more. Its bound is the longer of half a durable
+ * commit (150 us here) and twice what complete gathers took (800 us):
+ * the three come 500 us after it began waiting, past half a commit, and
+ * still share its commit, which only the op that completes the group
+ * wakes. The gather then learns its time (a moving average of 1/8), and
+ * the commit's (the fake clock stood still during it: 0). Before the
+ * fake clock, this ran real writers with pauses and skipped where a
+ * commit alone took under 100 us or over 1 ms (2 rounds of 5).
  */
 static void test_durable_writers_wait_for_late_peers(void **state)
 {
 	struct fixture *f = *state;
-	int64_t t0 = now_ns(), one;
-	uint64_t commits;
-	int i, shared = 0;
+	struct dput_arg a[4];
+	struct gather_state g;
+	pthread_t t[4];
+	struct timespec ts;
+	uint64_t c0;
+	int64_t deadline;
+	int i;
 
-	for (i = 0; i < 10; i++) /* one writer: the commit's cost */
-		assert_int_equal(store_put(f->st, "r", "one", 3, "x", 1,
-					   STORE_DURABLE, NULL),
+	fake_gather_start();
+	gather_set(f->st, (struct gather_state){4, 400000, 300000});
+	c0 = commits_of(f->st);
+	for (i = 0; i < 4; i++) {
+		a[i] = (struct dput_arg){.st = f->st};
+		snprintf(a[i].key, sizeof(a[i].key), "w%d", i);
+	}
+	atomic_store(&signals_seen, 0);
+	atomic_store(&signals_watched, &f->st->gather);
+	assert_int_equal(pthread_create(&t[0], NULL, dput_main, &a[0]), 0);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 10;
+	assert_int_equal(sem_timedwait(&fg.waiting, &ts), 0); /* it waits */
+	assert_int_equal(fake_waits(f->st, &deadline), 1);
+	assert_int_equal(deadline, FAKE_T0 + 800000); /* 2 x 400 us */
+	atomic_store(&fg.now, FAKE_T0 + 500000);      /* the others, late */
+	for (i = 1; i < 4; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, dput_main, &a[i]),
 				 0);
-	one = (now_ns() - t0) / 10;
-	print_message("a durable commit alone: %lld us\n",
-		      (long long)one / 1000);
-	if (one < 100000 || one > 1000000) {
-		print_message("not between 100 us and 1 ms here: skipped\n");
-		skip();
+	for (i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(a[i].rc, 0);
 	}
-	for (i = 0; i < 5; i++) {
-		commits = gc_run_paused(f, 4, STORE_DURABLE, one * 35 / 100);
-		shared += commits * 17 < 4 * GC_PUTS * 5; /* > 3.4 a commit */
-	}
-	assert_true(shared >= 2);
+	assert_int_equal(commits_of(f->st) - c0, 1); /* one commit for four */
+	assert_int_equal(atomic_load(&signals_seen), 1); /* not one per op */
+	atomic_store(&signals_watched, NULL);
+	pthread_mutex_lock(&f->st->lock);
+	assert_int_equal(fg.real_timeouts, 0);
+	assert_int_equal(fg.left_at_end, 0);
+	pthread_mutex_unlock(&f->st->lock);
+	g = gather_get(f->st);
+	assert_int_equal(g.group_target, 4);
+	assert_int_equal(g.gather_ns, (7 * 400000 + 500000) / 8);
+	assert_int_equal(g.durable_ns, 7 * 300000 / 8);
+	for (i = 0; i < 4; i++)
+		assert_value(f->st, "g", a[i].key, "x", 1);
+	store_test_set_gather(NULL);
+	sem_destroy(&fg.waiting);
+}
+
+/* One durable put from this thread; returns the commits it took. */
+static uint64_t dput(struct store *st, const char *key, unsigned flags)
+{
+	uint64_t c0 = commits_of(st);
+
+	assert_int_equal(
+		store_put(st, "g", key, strlen(key), "x", 1, flags, NULL), 0);
+	return commits_of(st) - c0;
+}
+
+/*
+ * The gather's bounds, each exactly: the longer of half a durable
+ * commit and twice the learned gather time, never over 3 ms
+ * (GATHER_MAX_NS); a group that does not come costs that one wait, which
+ * teaches nothing of the gather time, and the target is relearned from
+ * the batch (1: the next durable batch does not wait); no wait for a
+ * batch that does not fsync, nor when nothing bounds the wait (no
+ * durable commit or gather measured yet).
+ */
+static void test_durable_gather_bounds(void **state)
+{
+	struct fixture *f = *state;
+	struct gather_state g;
+	int64_t deadline, t;
+	int waits;
+
+	fake_gather_start();
+	atomic_store(&fg.timeout, true);
+
+	/* twice the gather time: 2 x 400 us over 300 us / 2 */
+	gather_set(f->st, (struct gather_state){4, 400000, 300000});
+	t = atomic_load(&fg.now);
+	assert_int_equal(dput(f->st, "a", STORE_DURABLE), 1);
+	assert_int_equal(fake_waits(f->st, &deadline), 1);
+	assert_int_equal(deadline, t + 800000);
+	g = gather_get(f->st);
+	assert_int_equal(g.gather_ns, 400000); /* a timeout teaches nothing */
+	assert_int_equal(g.group_target, 1);   /* relearned: it came alone */
+	/* target 1: no wait */
+	assert_int_equal(dput(f->st, "b", STORE_DURABLE), 1);
+	assert_int_equal(fake_waits(f->st, NULL), 1);
+
+	/* half a durable commit, when that is longer: 1 ms / 2 */
+	gather_set(f->st, (struct gather_state){4, 100000, 1000000});
+	t = atomic_load(&fg.now);
+	assert_int_equal(dput(f->st, "c", STORE_DURABLE), 1);
+	assert_int_equal(fake_waits(f->st, &deadline), 2);
+	assert_int_equal(deadline, t + 500000);
+
+	/* never over 3 ms */
+	gather_set(f->st, (struct gather_state){4, 10000000, 300000});
+	t = atomic_load(&fg.now);
+	assert_int_equal(dput(f->st, "d", STORE_DURABLE), 1);
+	assert_int_equal(fake_waits(f->st, &deadline), 3);
+	assert_int_equal(deadline, t + 3000000);
+
+	/* a batch that does not fsync does not wait */
+	gather_set(f->st, (struct gather_state){4, 400000, 300000});
+	assert_int_equal(dput(f->st, "e", 0), 1);
+	waits = fake_waits(f->st, NULL);
+	assert_int_equal(waits, 3);
+	assert_int_equal(gather_get(f->st).group_target, 4); /* kept */
+
+	/* nothing measured yet: nothing bounds a wait */
+	gather_set(f->st, (struct gather_state){4, 0, 0});
+	assert_int_equal(dput(f->st, "f", STORE_DURABLE), 1);
+	assert_int_equal(fake_waits(f->st, NULL), 3);
+	store_test_set_gather(NULL);
+	sem_destroy(&fg.waiting);
 }
 
 struct veto_arg {
@@ -1526,6 +1768,7 @@ int main(void)
 		T(test_group_commit_hands_batches_to_callers),
 		T(test_durable_writers_share_commits),
 		T(test_durable_writers_wait_for_late_peers),
+		T(test_durable_gather_bounds),
 		T(test_triggers_fill_metadata_for_outside_writes),
 		T(test_feed_reports_outside_changes_only),
 		T(test_feed_stops_when_callback_says_so),
