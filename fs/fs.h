@@ -917,8 +917,10 @@ void rfs_whandle_release(struct rfs_handle *h);
  * regions.ini's [defaults] max_memory): values in memory
  * (region_values_bytes(): cached or pinned by open files) plus write
  * buffers. rfs_mem_admit(): -ENOMEM (counted) if adding extra bytes would
- * pass it. rfs_mem_set_limit(): the config's value, at start and at every
- * applied reload; -o max_memory, when given, stays in force instead.
+ * pass it even after the regions freed what they retired and no reader
+ * can see (region_reclaim_retired(), only when it would).
+ * rfs_mem_set_limit(): the config's value, at start and at every applied
+ * reload; -o max_memory, when given, stays in force instead.
  */
 void rfs_mem_set_limit(uint64_t max_memory);
 int rfs_mem_admit(uint64_t extra);

@@ -156,9 +156,29 @@ static bool mem_room(uint64_t extra)
 	       region_values_bytes() + atomic_load(&wbuf_bytes) + extra <= max;
 }
 
+/*
+ * Frees what the regions retired and no reader can still see: the values
+ * of evicted or replaced entries otherwise stay counted until the readers'
+ * grace period has passed at a later lock hold of their stripe or the
+ * sweep (every 100 ms), and an open refused meanwhile would fail with
+ * room that is only waiting to be freed. True if anything was freed.
+ */
+static bool mem_reclaim(void)
+{
+	struct rfs_table *t = rfs_table_ref();
+	size_t i, got = 0;
+
+	for (i = 0; i < t->n; i++)
+		got += region_reclaim_retired(t->v[i]->r);
+	rfs_table_unref(t);
+	return got > 0;
+}
+
 int rfs_mem_admit(uint64_t extra)
 {
 	if (mem_room(extra))
+		return 0;
+	if (mem_reclaim() && mem_room(extra)) /* once: then it is full */
 		return 0;
 	atomic_fetch_add(&mem_refusals, 1);
 	return -ENOMEM;

@@ -242,3 +242,13 @@ size_t region_sweep(struct region *r, size_t budget)
 	pthread_mutex_unlock(&r->sweep_mu);
 	return got;
 }
+
+size_t region_reclaim_retired(struct region *r)
+{
+	size_t got = 0;
+	unsigned i;
+
+	for (i = 0; i < r->nstripes; i++)
+		got += region__stripe_reclaim_retired(&r->stripes[i]);
+	return got;
+}

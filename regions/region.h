@@ -422,6 +422,17 @@ void region_invalidate_all(struct region *r, enum region_origin origin);
  * reclaimed. Holds one stripe lock at a time.
  */
 size_t region_sweep(struct region *r, size_t budget);
+/*
+ * Frees now the entries the region retired (evicted, invalidated or
+ * replaced; still readable by readers already on them) and the values
+ * only they held, as far as no reader can still see them, advancing the
+ * epoch to make them so, instead of leaving them to later lock holds of
+ * their stripes or the sweep. For a caller that needs the memory now:
+ * the daemon, before its memory limit refuses a load or a write buffer.
+ * Returns the entries freed. Holds one stripe lock at a time, up to three
+ * times a stripe; never sleeps.
+ */
+size_t region_reclaim_retired(struct region *r);
 
 /* Fills *out with a snapshot of the counters and gauges. */
 void region_stats(struct region *r, struct region_stats *out);

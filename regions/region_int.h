@@ -883,6 +883,13 @@ static inline uint64_t region__stripe_reclaims(const struct stripe *s)
 }
 /* Advances the epoch and frees what can be freed. Takes the lock. */
 void region__stripe_reclaim(struct stripe *s);
+/*
+ * Frees every retired entry and table of s that no reader can still see,
+ * advancing the epoch (twice at most) to make them so: what
+ * region_reclaim_retired() does for each stripe. Returns the entries
+ * freed. Takes the lock (up to three holds).
+ */
+size_t region__stripe_reclaim_retired(struct stripe *s);
 
 #ifndef NDEBUG
 uintptr_t region__thread_token(void);

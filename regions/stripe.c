@@ -464,12 +464,14 @@ static bool collect_locked(struct stripe *s, struct entry **ents,
 	return advance;
 }
 
-static void free_collected(struct entry *ents, struct table *tabs)
+/* Frees what collect_locked() detached; returns the entries freed. */
+static size_t free_collected(struct entry *ents, struct table *tabs)
 {
 	struct entry *next;
 	struct table *tn;
+	size_t n = 0;
 
-	for (; ents; ents = next) {
+	for (; ents; ents = next, n++) {
 		next = ents->retire.next;
 		entry_free(ents);
 	}
@@ -477,6 +479,7 @@ static void free_collected(struct entry *ents, struct table *tabs)
 		tn = tabs->rnext;
 		free(tabs);
 	}
+	return n;
 }
 
 /*
@@ -531,6 +534,39 @@ void region__stripe_reclaim(struct stripe *s)
 	region__stripe_wrlock(s);
 	s->advance_at = 0; /* stamp, then scan after the unlock */
 	region__stripe_wrunlock(s);
+}
+
+/*
+ * Three rounds of stamp, collect, advance: what was retired before the
+ * call is stamped with the epoch E of the first round at the latest, and
+ * safe once E + 2 is reached, which two advances make unless a reader
+ * still sits in a section of an older epoch (then it stays for later
+ * holds). Stops as soon as nothing is left retired.
+ */
+size_t region__stripe_reclaim_retired(struct stripe *s)
+{
+	struct entry *ents;
+	struct table *tabs;
+	size_t n = 0;
+	bool left = true;
+	int round;
+
+	for (round = 0; round < 3 && left; round++) {
+		region__stripe_wrlock(s);
+		if (!s->retired && !s->retired_tabs) {
+			region__stripe_wrunlock(s);
+			break;
+		}
+		s->advance_at = 0; /* stamp whatever is pending */
+		collect_locked(s, &ents, &tabs);
+		left = s->retired || s->retired_tabs;
+		set_owner(s, false);
+		region__unlock(&s->lock);
+		if (left)
+			region__epoch_try_advance();
+		n += free_collected(ents, tabs);
+	}
+	return n;
 }
 
 void region__stripe_record_hit_slow(struct region *r, struct stripe *s,

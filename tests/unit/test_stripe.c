@@ -304,6 +304,70 @@ static void test_retired_entries_wait_for_sections(void **state)
 }
 
 /*
+ * region_reclaim_retired() frees at once, in one call, what was retired
+ * and no reader can see (the entries and the values only they held:
+ * region_values_bytes() falls back by their data), where lock holds free it only once
+ * the epoch has moved on twice; what a reader's section may still see
+ * stays until it has left.
+ */
+static void test_reclaim_retired_frees_what_no_reader_sees(void **state)
+{
+	struct region *r = make(1, 100);
+	struct stripe *s = &r->stripes[0];
+	struct region_value *v;
+	struct region_flight *fl;
+	struct pin_peer p;
+	uint64_t base = region_values_bytes();
+	pthread_t t;
+	char key[16];
+	size_t n;
+	int i;
+
+	(void)state;
+	for (i = 0; i < 4; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		assert_int_equal(region_get(r, key, strlen(key), &v, &fl),
+				 REGION_LOAD);
+		assert_int_equal(
+			region_flight_done(
+				r, fl, 0,
+				region_value_adopt(calloc(1, BIG_VALUE),
+						   BIG_VALUE),
+				&v),
+			0);
+		region_value_unref(v);
+		region_invalidate(r, key, strlen(key), REGION_ORIGIN_LOCAL);
+	}
+	assert_non_null(s->retired);
+	n = s->nretired;
+	assert_true(n > 0);
+	/* their values are still in memory */
+	assert_true(region_values_bytes() >= base + n * BIG_VALUE);
+	assert_int_equal(region_reclaim_retired(r), n);
+	assert_null(s->retired);
+	/* every data block freed (small headers stay as the thread's
+	 * spares, counted) */
+	assert_true(region_values_bytes() < base + BIG_VALUE);
+
+	/* a reader in a section: nothing retired after it entered goes */
+	assert_int_equal(sem_init(&p.in, 0, 0), 0);
+	assert_int_equal(sem_init(&p.out, 0, 0), 0);
+	assert_int_equal(pthread_create(&t, NULL, pin_peer_main, &p), 0);
+	sem_wait(&p.in);
+	put(r, "x", 1);
+	region_invalidate(r, "x", 1, REGION_ORIGIN_LOCAL);
+	assert_int_equal(region_reclaim_retired(r), 0);
+	assert_int_equal(s->nretired, 1);
+	sem_post(&p.out);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(region_reclaim_retired(r), 1);
+	assert_int_equal(s->nretired, 0);
+	sem_destroy(&p.in);
+	sem_destroy(&p.out);
+	region_unref(r);
+}
+
+/*
  * A miss looks among the flights of its key's bucket only, and so does the
  * install that detaches one: with 1,000 loads in the air no lock hold
  * examines more than a few dozen flights (one list of them all: ~1,000).
@@ -510,6 +574,8 @@ int main(void)
 		cmocka_unit_test(test_lock_replays_this_threads_hits),
 		cmocka_unit_test(test_replay_ignores_freed_entries),
 		cmocka_unit_test(test_retired_entries_wait_for_sections),
+		cmocka_unit_test(
+			test_reclaim_retired_frees_what_no_reader_sees),
 		cmocka_unit_test(test_misses_examine_few_flights),
 		cmocka_unit_test(test_hits_take_no_lock),
 		cmocka_unit_test(test_lock_spin_takes_free_lock_uncontended),
