@@ -62,6 +62,12 @@
  * Queue entries are malloc()ed; if an allocation fails, the next pass
  * invalidates the entry of every region directory instead (everything
  * below is looked up again), so no change is ever lost, only more work.
+ * A deferred reply whose hand-off cannot be allocated (its arguments or
+ * its queue item) is sent at once by the caller, with its result: never
+ * lost (a lost reply would hang the close() or open() for good), and the
+ * caller still never waits on the kernel; only its order is lost, it may
+ * go out before the invalidation queued ahead of it, which follows
+ * (tests/unit/test_kinval.c).
  *
  * Locking: kq.mu protects the queue and the flags; it is a leaf (taken
  * under name locks by commit.c), never held while sending.
