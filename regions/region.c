@@ -1220,25 +1220,54 @@ struct region_value *region_flight_value(struct region_flight *fl, size_t len,
 }
 
 /*
- * The entry for fl's install: v's own block if region_flight_value() made
- * it for this key and nobody claimed it yet (claimed now: no copy; the
- * entry's reference is taken with the others, see *own), else a new entry
- * with a copy of v (or one that references it), or NULL.
+ * The entry for fl's install, with its reference to v taken if it needs
+ * one (*eref; given back by the caller if the install is refused): v's
+ * own block if region_flight_value() made it for this key and nobody
+ * claimed it yet (claimed now: no copy, *own), else a new entry with a
+ * copy of v (or one that references it), or NULL.
+ *
+ * A block whose value has one reference, the caller's, is claimed and
+ * referenced with plain stores: nobody else holds v, so nobody can claim
+ * the block or change the count meanwhile (the acquire pairs with the
+ * last other holder's acq_rel decrement, as in entry_free()). That is
+ * every miss of a loader that fills the value it was given (two locked
+ * read-modify-writes less per miss: the claim's exchange and the
+ * reference's add). A shared v is claimed by an exchange, as the only
+ * way two callers could race for its block.
  */
-static struct entry *entry_for(struct region_flight *fl, struct region_value *v,
-			       bool *own)
+static inline __attribute__((always_inline)) struct entry *
+entry_for(struct region_flight *fl, struct region_value *v, bool *own,
+	  bool *eref)
 {
 	struct entry *e = region__entry_of_fresh(v);
 
 	*own = false;
+	*eref = false;
 	/* chain_find(e) returns e only if e's key is fl's (inline compare) */
-	if (e && region__chain_find(e, fl->key, fl->klen) == e &&
-	    atomic_exchange_explicit(&e->dead, 1, memory_order_relaxed) ==
-		    ENTRY_FRESH) {
-		*own = true; /* dead until linked: a used block, never again */
-		return e;
+	if (e && region__chain_find(e, fl->key, fl->klen) == e) {
+		/* dead until linked: a used block, never again */
+		if (atomic_load_explicit(&v->refs, memory_order_acquire) == 1) {
+			atomic_store_explicit(&e->dead, 1,
+					      memory_order_relaxed);
+			atomic_store_explicit(&v->refs, 2,
+					      memory_order_relaxed);
+			*own = *eref = true;
+			return e;
+		}
+		if (atomic_exchange_explicit(
+			    &e->dead, 1, memory_order_relaxed) == ENTRY_FRESH) {
+			atomic_fetch_add_explicit(&v->refs, 1,
+						  memory_order_relaxed);
+			*own = *eref = true;
+			return e;
+		}
 	}
-	return region__entry_create(fl->key, fl->klen, v);
+	e = region__entry_create(fl->key, fl->klen, v);
+	if (e && region__entry_indirect(e)) {
+		atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
+		*eref = true;
+	}
+	return e;
 }
 
 int region_flight_done(struct region *r, struct region_flight *fl, int rc,
@@ -1258,21 +1287,15 @@ int region_flight_done(struct region *r, struct region_flight *fl, int rc,
 		region_value_unref(v);
 		v = NULL;
 	} else {
-		/* v's own block, a copy in the entry, or no reference yet:
-		 * the entry's is taken below, before the lock (and given
+		/* v's own block or a copy in the entry, and the entry's
+		 * reference to v if it needs one, before the lock (nobody
+		 * sees the entry before it is linked; the reference is given
 		 * back if the install is refused); NULL skips the install */
-		e = entry_for(fl, v, &own);
+		e = entry_for(fl, v, &own, &eref);
 	}
 	count_load(r, fl, rc);
-	if (e) {
-		/* not lock work: the install's time, and the entry's reference
-		 * to v (nobody sees the entry before it is linked) */
+	if (e) /* not lock work: the install's time */
 		now = region_now_ms();
-		eref = own || region__entry_indirect(e);
-		if (eref)
-			atomic_fetch_add_explicit(&v->refs, 1,
-						  memory_order_relaxed);
-	}
 	region__stripe_wrlock(s);
 	attached = fl->attached;
 	if (attached)
@@ -1502,12 +1525,8 @@ int region_write_end(struct region *r, struct region_flight *wf,
 	if (v) {
 		/* as region_flight_done(): the entry and its reference to v
 		 * made before the lock (given back if the install is refused) */
-		e = entry_for(wf, v, &own);
+		e = entry_for(wf, v, &own, &eref);
 		now = region_now_ms();
-		eref = e && (own || region__entry_indirect(e));
-		if (eref)
-			atomic_fetch_add_explicit(&v->refs, 1,
-						  memory_order_relaxed);
 	}
 	region__stripe_wrlock(s);
 	unlist_write_locked(s, wf);
