@@ -1286,23 +1286,39 @@ static inline void *region__block_alloc(size_t size)
 	return p;
 }
 
-/* Frees a block region__block_alloc(size) returned: keeps it as a spare
- * if the thread has room (and an epoch record), else free(). */
-static inline void region__block_free(void *p, size_t size)
+/* Keeps a block region__block_alloc(size) returned as a spare if *bytes
+ * (the thread's spare bytes, which it then adds to) leaves room; else
+ * free(). The caller has an epoch record and stores *bytes with
+ * region__spares_set() (a batch of frees stores it once). */
+static inline void region__block_keep(void *p, size_t size, size_t *bytes)
 {
 	size_t c = region__spare_class(size), b = region__spare_bytes(c);
-	struct region__epoch_rec *rec = region__my_rec;
 
-	if (c < REGION_SPARE_CLASSES &&
-	    region__spares.bytes + b <= REGION_SPARE_BYTES && rec) {
+	if (c < REGION_SPARE_CLASSES && *bytes + b <= REGION_SPARE_BYTES) {
 		memcpy(p, &region__spares.head[c], sizeof(void *));
 		region__spares.head[c] = p;
-		region__spares_set(rec, region__spares.bytes + b);
+		*bytes += b;
 		if (REGION_SPARE_ASAN)
 			region__spare_poison(p, b, true);
 		return;
 	}
 	free(p);
+}
+
+/* Frees a block region__block_alloc(size) returned: keeps it as a spare
+ * if the thread has room (and an epoch record), else free(). */
+static inline void region__block_free(void *p, size_t size)
+{
+	struct region__epoch_rec *rec = region__my_rec;
+	size_t bytes = region__spares.bytes;
+
+	if (!rec) {
+		free(p);
+		return;
+	}
+	region__block_keep(p, size, &bytes);
+	if (bytes != region__spares.bytes)
+		region__spares_set(rec, bytes);
 }
 
 /* Computes stripe quotas for limits spread over n stripes. */

@@ -464,17 +464,45 @@ static bool collect_locked(struct stripe *s, struct entry **ents,
 	return advance;
 }
 
-/* Frees what collect_locked() detached; returns the entries freed. */
+/*
+ * Frees what collect_locked() detached; returns the entries freed. The
+ * common entry, an EMBEDDED value that only the entry references
+ * (entry_free()), goes straight to the thread's spares, and the batch
+ * stores the live-bytes and spare-bytes gauges once instead of once an
+ * entry (callgrind, bench_engine mix48 LRU: ~20 instructions an eviction).
+ */
 static size_t free_collected(struct entry *ents, struct table *tabs)
 {
+	struct region__epoch_rec *rec = region__my_rec;
+	size_t spare = region__spares.bytes;
+	int64_t freed = 0;
 	struct entry *next;
 	struct table *tn;
 	size_t n = 0;
 
 	for (; ents; ents = next, n++) {
+		struct region_value *v = region__entry_val(ents);
+		size_t len;
+
 		next = ents->retire.next;
-		entry_free(ents);
+		if (!rec || v->kind != VALUE_EMBEDDED ||
+		    atomic_load_explicit(&v->refs, memory_order_acquire) != 1) {
+			/* it may keep a spare too: the count in step first */
+			if (spare != region__spares.bytes)
+				region__spares_set(rec, spare);
+			entry_free(ents);
+			spare = region__spares.bytes;
+			continue;
+		}
+		len = region__vlen(v);
+		freed += (int64_t)(REGION_VALUE_HDR + len);
+		region__block_keep(ents, v->back + REGION_VALUE_HDR + len,
+				   &spare);
 	}
+	if (freed)
+		region__values_account(-freed);
+	if (spare != region__spares.bytes)
+		region__spares_set(rec, spare);
 	for (; tabs; tabs = tn) {
 		tn = tabs->rnext;
 		free(tabs);
