@@ -217,17 +217,6 @@ void region__stripe_release(struct stripe *s)
 	s->lanes = NULL;
 }
 
-static void set_owner(struct stripe *s, bool mine)
-{
-#ifndef NDEBUG
-	atomic_store_explicit(&s->owner, mine ? region__thread_token() : 0,
-			      memory_order_relaxed);
-#else
-	(void)s;
-	(void)mine;
-#endif
-}
-
 struct entry *region__find_hash_locked(struct stripe *s, uint64_t hash)
 {
 	struct table *t = atomic_load_explicit(&s->tab, memory_order_relaxed);
@@ -252,8 +241,7 @@ struct entry *region__find_hash_locked(struct stripe *s, uint64_t hash)
 
 /* Replays a lane's n > 0 buffered hits into the policy, in one
  * replay_locked() call (not an indirect call per hit). Lock held. */
-__attribute__((noinline)) static void
-replay_lane_locked(struct stripe *s, struct lane *l, uint64_t n)
+void region__replay_lane_locked(struct stripe *s, struct lane *l, uint64_t n)
 {
 	struct lane_replay rp = {
 		.l = l,
@@ -266,21 +254,6 @@ replay_lane_locked(struct stripe *s, struct lane *l, uint64_t n)
 	s->ops->replay_locked(s, &rp);
 	atomic_store_explicit(&l->n, 0, memory_order_relaxed);
 	atomic_store_explicit(&l->seq, LANE_SEQ_NONE, memory_order_relaxed);
-}
-
-static inline void lock_acquired(struct stripe *s)
-{
-	struct lane *l;
-	uint64_t n;
-
-	set_owner(s, true);
-	s->examined = 0;
-	if (s->ops->access)
-		return;
-	l = &s->lanes[region__tslot()];
-	n = atomic_load_explicit(&l->n, memory_order_relaxed);
-	if (n) /* most holds: nothing buffered, the lane's line untouched */
-		replay_lane_locked(s, l, n);
 }
 
 /* ---- the stripe lock (region_int.h) ---- */
@@ -336,12 +309,6 @@ void region__lock_slow(struct region_lock *l)
 void region__lock_wake(struct region_lock *l)
 {
 	syscall(SYS_futex, &l->w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
-
-void region__stripe_wrlock(struct stripe *s)
-{
-	region__lock(&s->lock);
-	lock_acquired(s);
 }
 
 /* The retire run at position i of the ring (0: the oldest). */
@@ -510,51 +477,19 @@ static size_t free_collected(struct entry *ents, struct table *tabs)
 	return n;
 }
 
-/*
- * Would collect_locked() do nothing (detach nothing, stamp nothing, ask
- * for no scan)? Most holds: nothing retired, or retired entries of which
- * the oldest run is not safe yet, below the scan threshold. Its answer is
- * collect_locked()'s exactly; it only spares those holds the rest of
- * collect_locked() and the registers of the unlock's slow path (~30
- * instructions a hold, callgrind, bench_engine mix2). Lock held.
- */
-static inline bool collect_idle_locked(const struct stripe *s)
-{
-	if (!s->retired && !s->retired_tabs)
-		return true;
-	return !s->retired_tabs && s->nruns && s->nretired < s->advance_at &&
-	       !region__epoch_safe(s->runs[s->run_head].epoch,
-				   region__epoch_now());
-}
-
 /* The unlock of a hold that has something to collect. */
-__attribute__((noinline)) static void wrunlock_collect(struct stripe *s)
+void region__wrunlock_collect(struct stripe *s)
 {
 	struct entry *ents;
 	struct table *tabs;
 	bool advance;
 
 	advance = collect_locked(s, &ents, &tabs);
-	set_owner(s, false);
+	region__set_owner(s, false);
 	region__unlock(&s->lock);
 	if (advance)
 		region__epoch_try_advance();
 	free_collected(ents, tabs); /* free() is not lock work */
-}
-
-void region__stripe_wrunlock(struct stripe *s)
-{
-	region__assert_wrlocked(s);
-	if (s->examined >
-	    atomic_load_explicit(&s->max_examined, memory_order_relaxed))
-		atomic_store_explicit(&s->max_examined, s->examined,
-				      memory_order_relaxed);
-	if (!collect_idle_locked(s)) {
-		wrunlock_collect(s);
-		return;
-	}
-	set_owner(s, false);
-	region__unlock(&s->lock);
 }
 
 void region__stripe_reclaim(struct stripe *s)
@@ -610,13 +545,13 @@ void region__stripe_record_hit_slow(struct region *r, struct stripe *s,
 			region__count_slot(r, slot, ST_UNRECORDED, 1);
 			return;
 		}
-		lock_acquired(s); /* replays this lane */
+		region__lock_acquired(s); /* replays this lane */
 		region__stripe_wrunlock(s);
 		n = 0;
 	}
 	region__lane_append(s, l, n, e, hash, slot);
 	if (n + 1 == REGION_LANE_RECS && region__trylock(&s->lock)) {
-		lock_acquired(s);
+		region__lock_acquired(s);
 		region__stripe_wrunlock(s);
 	}
 }
