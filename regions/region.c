@@ -1179,9 +1179,7 @@ static void install_locked(struct region *r, struct stripe *s,
 		region__unlink_hash_locked(s, old, fl->hash);
 	/* bounded: excess left by a lowered limit goes in later holds (half
 	 * the hold's budget: the link may migrate table buckets too) */
-	region__make_room_locked(r, s, true, region__entry_charge(e),
-				 REGION_SWEEP_BATCH / 2, NULL);
-	region__link_locked(s, e, fl->hash, now);
+	region__install_locked(r, s, e, fl->hash, now, REGION_SWEEP_BATCH / 2);
 	region__count(r, ST_INSTALLS, 1);
 }
 

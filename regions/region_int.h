@@ -1026,11 +1026,12 @@ static inline bool region__entry_indirect(const struct entry *e)
 void region__entry_discard(struct entry *e);
 
 /*
- * Links e into table, gauges and policy; stamps install/access times and
- * the generation. The caller has made room. Lock held.
+ * Makes room for e (region__make_room_locked(), at most max victims),
+ * then links e into table, gauges and policy; stamps install/access
+ * times and the generation. Lock held.
  */
-void region__link_locked(struct stripe *s, struct entry *e, uint64_t hash,
-			 uint64_t now);
+void region__install_locked(struct region *r, struct stripe *s, struct entry *e,
+			    uint64_t hash, uint64_t now, size_t max);
 /*
  * Unlinks e from everything and retires it (freed after the grace
  * period). grave is unused (kept for the policy seam). Lock held.

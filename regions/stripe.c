@@ -746,24 +746,6 @@ static inline bool table_work_locked(const struct stripe *s)
 	       (nb > STRIPE_MIN_BUCKETS && s->nentries < nb / 8);
 }
 
-void region__link_locked(struct stripe *s, struct entry *e, uint64_t hash,
-			 uint64_t now)
-{
-	region__assert_wrlocked(s);
-	if (table_work_locked(s))
-		region__migrate_step_locked(s);
-	e->install_ms = now;
-	atomic_store_explicit(&e->access_ms, now, memory_order_relaxed);
-	e->gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
-	/* no longer fresh (published below by the release push) */
-	atomic_store_explicit(&e->dead, 0, memory_order_relaxed);
-	s->nentries++;
-	s->bytes += region__entry_charge(e);
-	s->ops->insert_locked(s, e);
-	push_locked(atomic_load_explicit(&s->tab, memory_order_relaxed), e,
-		    hash);
-}
-
 /* The link that points at e, in tab or old. Lock held. */
 static _Atomic(struct entry *) *
 link_of_locked(struct stripe *s, const struct entry *e, uint64_t hash)
@@ -883,9 +865,10 @@ size_t region__reclaim_stale_locked(struct region *r, struct stripe *s,
 	return got;
 }
 
-size_t region__make_room_locked(struct region *r, struct stripe *s, bool adding,
-				uint64_t charge, size_t max,
-				struct entry **grave)
+/* region__make_room_locked(), inlined into region__install_locked() too. */
+static inline __attribute__((always_inline)) size_t
+make_room_locked(struct region *r, struct stripe *s, bool adding,
+		 uint64_t charge, size_t max, struct entry **grave)
 {
 	uint64_t before = s->nentries;
 
@@ -903,6 +886,38 @@ size_t region__make_room_locked(struct region *r, struct stripe *s, bool adding,
 			break;
 	}
 	return before - s->nentries;
+}
+
+size_t region__make_room_locked(struct region *r, struct stripe *s, bool adding,
+				uint64_t charge, size_t max,
+				struct entry **grave)
+{
+	return make_room_locked(r, s, adding, charge, max, grave);
+}
+
+/*
+ * One function for the room and the link of an install (the charge
+ * computed once; two calls less: ~35 instructions a miss, callgrind,
+ * bench_engine mix48 LRU).
+ */
+void region__install_locked(struct region *r, struct stripe *s, struct entry *e,
+			    uint64_t hash, uint64_t now, size_t max)
+{
+	uint64_t charge = region__entry_charge(e);
+
+	make_room_locked(r, s, true, charge, max, NULL);
+	if (table_work_locked(s))
+		region__migrate_step_locked(s);
+	e->install_ms = now;
+	atomic_store_explicit(&e->access_ms, now, memory_order_relaxed);
+	e->gen = atomic_load_explicit(&s->gen, memory_order_relaxed);
+	/* no longer fresh (published below by the release push) */
+	atomic_store_explicit(&e->dead, 0, memory_order_relaxed);
+	s->nentries++;
+	s->bytes += charge;
+	s->ops->insert_locked(s, e);
+	push_locked(atomic_load_explicit(&s->tab, memory_order_relaxed), e,
+		    hash);
 }
 
 void region__stripe_invalidate_all_locked(struct stripe *s)
