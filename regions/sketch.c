@@ -109,53 +109,27 @@ static inline uint64_t *word_of(const struct region_sketch *k, uint64_t hash,
 }
 #endif
 
-static inline uint64_t *block_of(const struct region_sketch *k, uint64_t hash,
-				 uint64_t *ch)
-{
-	uint64_t b = region__mum(hash, 0x9e3779b97f4a7c15ull);
-
-	*ch = region__mum(b, 0xbf58476d1ce4e5b9ull);
-	return &k->table[(b & k->block_mask) * SKETCH_BLOCK_WORDS];
-}
-
-/* Counter i of the block: its word (2i or 2i+1) and bit shift. */
-static inline void counter_at(uint64_t ch, unsigned i, unsigned *word,
-			      unsigned *shift)
-{
-	unsigned h = (unsigned)(ch >> (i * 8));
-
-	*word = 2 * i + (h & 1);
-	*shift = ((h >> 1) & 15) * 4;
-}
+/* The block and the counters: region__sketch_block() and _counter() in
+ * region_int.h, shared with the inline region__sketch_freq(). */
+#define block_of   region__sketch_block
+#define counter_at region__sketch_counter
 
 unsigned region__sketch_frequency(const struct region_sketch *k, uint64_t hash)
 {
-	unsigned i, w, sh, f = 15;
-	uint64_t ch, *blk;
+#ifdef SKETCH_SPREAD
+	unsigned i, sh, f = 15;
 
 	if (!k->table)
 		return 0;
-#ifdef SKETCH_SPREAD
-	(void)w;
-	(void)ch;
-	(void)blk;
 	for (i = 0; i < 4; i++) {
 		unsigned c = (unsigned)(*word_of(k, hash, i, &sh) >> sh) & 15;
 		if (c < f)
 			f = c;
 	}
 	return f;
+#else
+	return region__sketch_freq(k, hash);
 #endif
-	blk = block_of(k, hash, &ch);
-	for (i = 0; i < 4; i++) {
-		unsigned c;
-
-		counter_at(ch, i, &w, &sh);
-		c = (unsigned)(blk[w] >> sh) & 15;
-		if (c < f)
-			f = c;
-	}
-	return f;
 }
 
 /*

@@ -597,6 +597,14 @@ static uint32_t xorshift32(uint32_t *x)
 	return *x;
 }
 
+/* The sketch's estimate, inline on the eviction path (region_int.h);
+ * sketch.c's SKETCH_SPREAD experiment has its own layout. */
+#ifdef SKETCH_SPREAD
+#define sketch_freq region__sketch_frequency
+#else
+#define sketch_freq region__sketch_freq
+#endif
+
 /*
  * Main's victim: the least popular of probation's TLFU_VICTIMS oldest
  * entries (the oldest of them on a tie), so one popular entry at
@@ -613,7 +621,7 @@ static struct entry *pick_victim(struct stripe *s, struct entry *oldest,
 	struct rlist *p = &oldest->qnode;
 	unsigned k = 1;
 
-	*fv = region__sketch_frequency(&t->sketch, region__entry_hash(oldest));
+	*fv = sketch_freq(&t->sketch, region__entry_hash(oldest));
 	*fo = *fv;
 	/* nothing is less popular than an entry never seen */
 	while (*fv > 0 && k < TLFU_VICTIMS &&
@@ -622,8 +630,7 @@ static struct entry *pick_victim(struct stripe *s, struct entry *oldest,
 
 		p = p->prev;
 		k++;
-		f = region__sketch_frequency(&t->sketch,
-					     region__entry_hash(entry_of(p)));
+		f = sketch_freq(&t->sketch, region__entry_hash(entry_of(p)));
 		if (f < *fv) {
 			*fv = f;
 			victim = entry_of(p);
@@ -644,8 +651,7 @@ static struct entry *pick_victim(struct stripe *s, struct entry *oldest,
 static bool admit(struct region_tlfu *t, const struct entry *cand, unsigned fv,
 		  unsigned fo)
 {
-	unsigned fc =
-		region__sketch_frequency(&t->sketch, region__entry_hash(cand));
+	unsigned fc = sketch_freq(&t->sketch, region__entry_hash(cand));
 
 	if (fc > fv && (fv + 1 != fo || fc > fo))
 		return true;
