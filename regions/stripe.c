@@ -523,7 +523,7 @@ size_t region__stripe_reclaim_retired(struct stripe *s)
 		s->advance_at = 0; /* stamp whatever is pending */
 		collect_locked(s, &ents, &tabs);
 		left = s->retired || s->retired_tabs;
-		set_owner(s, false);
+		region__set_owner(s, false);
 		region__unlock(&s->lock);
 		if (left)
 			region__epoch_try_advance();
