@@ -74,8 +74,11 @@ struct region_tlfu {
 	struct region_ghostbf gwin;  /* keys the window stage let go */
 	struct region_ghostbf gmain; /* keys main let go */
 	double wshare;	 /* window target, share of the quota 0..1 */
-	uint64_t adapts; /* moves of wshare: a counter */
-	uint32_t rng;	 /* xorshift state for the hash-flooding guard */
+	uint64_t adapts; /* moves of wshare or strict: a counter */
+	/* admission strictness, ARC's rule continued below a window of 0
+	 * (tinylfu.c, "Strictness"): 0..1 */
+	double strict;
+	uint32_t rng; /* xorshift state for the hash-flooding guard */
 	/* the correlation clock (tinylfu.c, "Correlated references"): an
 	 * epoch of quota/4 accesses; entry.freq holds the epoch of the
 	 * entry's last counted access while it is in the window */
