@@ -41,8 +41,6 @@
  * (fuse_reply_*() writes to the device). lg.n lets the OPEN and GETATTR of
  * a mount with nothing waiting skip the lock (one relaxed load).
  */
-#include <errno.h>
-
 #include "fs.h"
 
 #define LINGER_MAX 4
@@ -148,9 +146,7 @@ void rfs_linger_opened(fuse_ino_t ino)
 
 void rfs_linger_expire(void)
 {
-	if (none_waiting())
-		return;
-	take_and_reply(0, rfs_mono_ns(), false);
+	rfs_linger_opened(0); /* no node id: the overdue ones alone */
 }
 
 void rfs_linger_stop(void)
